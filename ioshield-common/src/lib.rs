@@ -1,0 +1,76 @@
+//! Types shared by the kernel side (`ioshield-ebpf`) and userspace (`ioshield`).
+//!
+//! Everything here is `#[repr(C)]` and laid out without implicit padding, because the same bytes are
+//! written by BPF programs and read back by userspace through map and ring-buffer APIs.
+#![no_std]
+
+/// Key of the per-CPU counter map: one writer (thread group) on one device.
+///
+/// `dev` is the kernel's internal `dev_t` (`major << 20 | minor`). It is the superblock's device when
+/// the folio path is used (a partition, or an anonymous device for btrfs/overlay) and the bdi's
+/// device when it is parsed from a tracepoint's bdi name; userspace maps both to a whole disk.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CounterKey {
+    pub tgid: u32,
+    pub dev: u32,
+}
+
+/// Cumulative counters for one [`CounterKey`], one copy per CPU. Userspace sums the CPUs and takes
+/// differences between ticks, so the kernel side never resets anything.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Bytes of page cache this writer dirtied (folio size, or one page per event in fallback mode).
+    pub dirtied_bytes: u64,
+    /// Number of dirty-folio events (one per folio).
+    pub dirtied_events: u64,
+    /// Number of times `balance_dirty_pages` paused this writer.
+    pub throttle_pauses: u64,
+    /// Total pause time requested by `balance_dirty_pages`, in milliseconds.
+    pub throttle_ms: u64,
+}
+
+/// What happened to a process, as reported through the lifecycle ring buffer.
+pub mod lifecycle {
+    /// A new process (not a thread) was forked.
+    pub const FORK: u32 = 1;
+    /// The last thread of a process exited.
+    pub const EXIT: u32 = 2;
+    /// A process exec'd a new program: its name changed.
+    pub const EXEC: u32 = 3;
+}
+
+/// One lifecycle event. `ppid` is the forking process for [`lifecycle::FORK`] and unused for exits.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LifecycleEvent {
+    pub kind: u32,
+    pub pid: u32,
+    pub ppid: u32,
+    pub _pad: u32,
+    pub comm: [u8; 16],
+}
+
+/// Indexes into the per-CPU `STATS` array: things userspace must be told about.
+pub mod stat {
+    /// A new key could not be added to the counter map (it is full).
+    pub const COUNTER_MAP_FULL: u32 = 0;
+    /// A lifecycle event was dropped because the ring buffer was full.
+    pub const RINGBUF_DROPPED: u32 = 1;
+    /// A kernel structure read (`bpf_probe_read_kernel`) failed.
+    pub const READ_FAILED: u32 = 2;
+    pub const COUNT: u32 = 3;
+}
+
+/// Map sizes, shared so userspace can report how full they are.
+pub const COUNTER_MAP_ENTRIES: u32 = 16384;
+pub const LIFECYCLE_RINGBUF_BYTES: u32 = 512 * 1024;
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain-old-data, `repr(C)`, no padding, every bit pattern valid.
+    unsafe impl aya::Pod for super::CounterKey {}
+    unsafe impl aya::Pod for super::Counters {}
+    unsafe impl aya::Pod for super::LifecycleEvent {}
+}

@@ -1,0 +1,21 @@
+//! ioshield's BPF programs. Each one only adds to in-kernel counters (or queues a lifecycle event);
+//! userspace reads everything once per tick, so no program wakes userspace up.
+#![no_std]
+#![no_main]
+
+mod bdi;
+mod dirty;
+mod kernel;
+mod lifecycle;
+mod maps;
+mod throttle;
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 4] = *b"GPL\0";

@@ -1,0 +1,81 @@
+//! The command line. Kept apart from `main` so man pages and completions can be generated from it.
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "ioshield",
+    version,
+    about = "Keeps Linux responsive while a heavy buffered writer floods the page cache",
+    long_about = "ioshield watches, with BPF, which processes dirty the page cache on which disk, \
+                  and demotes the I/O of the one flooding it until it calms down."
+)]
+pub struct Cli {
+    /// Log filter, e.g. `info`, `debug`, `ioshield=trace` (default: `info`, `warn` for `top`).
+    #[arg(long, global = true, env = "IOSHIELD_LOG")]
+    pub log: Option<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Show who dirties the page cache, per process and disk, then exit.
+    Top(TopArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct TopArgs {
+    /// Sampling window, e.g. `2s`, `500ms`.
+    #[arg(short, long, default_value = "2s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Keep refreshing until Ctrl-C.
+    #[arg(short, long)]
+    pub watch: bool,
+    /// Number of refreshes (implies --watch when more than 1).
+    #[arg(short = 'n', long)]
+    pub count: Option<u64>,
+    /// Print one JSON object per refresh instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Table rows to print.
+    #[arg(long, default_value_t = 20)]
+    pub rows: usize,
+}
+
+/// Durations as people write them: `2s`, `500ms`, `1m`; a bare number means seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
+        Ok(_) => return Err(format!("`{s}` is not a positive duration")),
+        Err(_) => humantime::parse_duration(s.trim())
+            .map_err(|e| format!("`{s}` is not a duration like `2s` or `500ms`: {e}"))?,
+    };
+    if d.is_zero() {
+        return Err(format!("`{s}` must be longer than zero"));
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,55 @@
+//! One tick's worth of what the kernel told us.
+use std::{collections::HashMap, time::Duration};
+
+use crate::system::{
+    devices::{DevId, Disk},
+    vmstat::DirtyState,
+};
+
+/// What one process did to one disk since the previous sample.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WriteDelta {
+    pub dirtied_bytes: u64,
+    pub throttle_pauses: u64,
+    pub throttle_ms: u64,
+}
+
+impl WriteDelta {
+    pub fn add(&mut self, other: &WriteDelta) {
+        self.dirtied_bytes += other.dirtied_bytes;
+        self.throttle_pauses += other.throttle_pauses;
+        self.throttle_ms += other.throttle_ms;
+    }
+
+    pub fn is_zero(&self) -> bool {
+        *self == WriteDelta::default()
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lifecycle {
+    Fork { pid: u32, ppid: u32, comm: String },
+    Exec { pid: u32, comm: String },
+    Exit { pid: u32, comm: String },
+}
+
+/// Events the kernel side could not record, since the previous sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Lost {
+    pub counter_map_full: u64,
+    pub lifecycle_events_dropped: u64,
+    pub kernel_reads_failed: u64,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Sample {
+    pub elapsed: Duration,
+    /// Keyed by (tgid, whole disk).
+    pub writes: HashMap<(u32, Disk), WriteDelta>,
+    /// In the order the kernel reported them; all happened before `writes` was read.
+    pub lifecycle: Vec<Lifecycle>,
+    pub dirty: DirtyState,
+    /// Bytes each disk wrote since the previous sample.
+    pub disk_written: HashMap<DevId, u64>,
+    pub lost: Lost,
+}

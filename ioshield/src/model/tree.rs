@@ -1,0 +1,261 @@
+//! The process tree, kept current from fork/exit events. Exited processes stay (marked) until
+//! pruned, so bytes they dirtied are still credited to their ancestors.
+use std::collections::HashMap;
+
+use super::sample::Lifecycle;
+use crate::system::procfs::{self, ProcInfo};
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub ppid: u32,
+    pub comm: String,
+    pub uid: Option<u32>,
+    pub start_time: u64,
+    pub kernel_thread: bool,
+    pub exited: bool,
+}
+
+impl From<ProcInfo> for Node {
+    fn from(p: ProcInfo) -> Self {
+        Self {
+            ppid: p.ppid,
+            comm: p.comm,
+            uid: p.uid,
+            start_time: p.start_time,
+            kernel_thread: p.kernel_thread,
+            exited: false,
+        }
+    }
+}
+
+/// Guards walks up the tree against a corrupt parent chain.
+const MAX_DEPTH: usize = 256;
+
+#[derive(Default, Debug)]
+pub struct ProcessTree {
+    nodes: HashMap<u32, Node>,
+}
+
+impl ProcessTree {
+    pub fn from_proc() -> Self {
+        Self {
+            nodes: procfs::scan().into_iter().map(|p| (p.pid, p.into())).collect(),
+        }
+    }
+
+    pub fn get(&self, pid: u32) -> Option<&Node> {
+        self.nodes.get(&pid)
+    }
+
+    pub fn insert(&mut self, pid: u32, node: Node) {
+        self.nodes.insert(pid, node);
+    }
+
+    /// Makes sure `pid` is known, reading /proc for a process that started before we looked.
+    pub fn ensure(&mut self, pid: u32) -> &Node {
+        self.nodes.entry(pid).or_insert_with(|| match procfs::read(pid) {
+            Some(p) => p.into(),
+            None => Node {
+                ppid: 0,
+                comm: String::from("?"),
+                uid: None,
+                start_time: 0,
+                kernel_thread: false,
+                exited: true,
+            },
+        })
+    }
+
+    pub fn apply(&mut self, event: &Lifecycle) {
+        match event {
+            Lifecycle::Fork { pid, ppid, comm } => {
+                let uid = self.nodes.get(ppid).and_then(|p| p.uid);
+                // A forked child runs its parent's image until it execs: take its current name
+                // and start time from /proc if it is still there, but keep the parent the event
+                // named (by the time we read /proc, it may have been re-parented).
+                let node = match procfs::read(*pid) {
+                    Some(p) => Node {
+                        ppid: *ppid,
+                        ..Node::from(p)
+                    },
+                    None => Node {
+                        ppid: *ppid,
+                        comm: comm.clone(),
+                        uid,
+                        start_time: 0,
+                        kernel_thread: false,
+                        exited: false,
+                    },
+                };
+                self.nodes.insert(*pid, node);
+            }
+            Lifecycle::Exec { pid, comm } => {
+                self.ensure(*pid);
+                if let Some(node) = self.nodes.get_mut(pid) {
+                    node.comm = comm.clone();
+                }
+            }
+            Lifecycle::Exit { pid, comm } => {
+                self.ensure(*pid);
+                if let Some(node) = self.nodes.get_mut(pid) {
+                    node.exited = true;
+                    if node.comm == "?" && !comm.is_empty() {
+                        node.comm = comm.clone();
+                    }
+                }
+            }
+        }
+    }
+
+    /// Brings the tree up to date after a sample: from its lifecycle events or, on kernels where
+    /// the probe gets none, from a fresh look at /proc (which misses short-lived processes).
+    pub fn follow(&mut self, events: &[Lifecycle], from_events: bool) {
+        if from_events {
+            for event in events {
+                self.apply(event);
+            }
+            return;
+        }
+        let live: HashMap<u32, ProcInfo> = procfs::scan().into_iter().map(|p| (p.pid, p)).collect();
+        for (pid, node) in &mut self.nodes {
+            match live.get(pid) {
+                Some(p) if p.start_time == node.start_time => {}
+                _ => node.exited = true,
+            }
+        }
+        for (pid, info) in live {
+            let known = self
+                .nodes
+                .get(&pid)
+                .is_some_and(|n| n.start_time == info.start_time);
+            if !known {
+                self.nodes.insert(pid, info.into());
+            }
+        }
+    }
+
+    /// Forgets exited processes, and re-reads the parent of live processes they left behind
+    /// (the kernel re-parented those to a subreaper or init).
+    pub fn prune_exited(&mut self) {
+        self.nodes.retain(|_, n| !n.exited);
+        let orphans: Vec<u32> = self
+            .nodes
+            .iter()
+            .filter(|(_, n)| n.ppid != 0 && !self.nodes.contains_key(&n.ppid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        for pid in orphans {
+            match procfs::read(pid) {
+                Some(p) => {
+                    self.nodes.insert(pid, p.into());
+                }
+                None => {
+                    self.nodes.remove(&pid);
+                }
+            }
+        }
+    }
+
+    /// `pid`, its parent, grandparent, ... up to the root.
+    pub fn ancestry(&self, pid: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut next = Some(pid);
+        let mut depth = 0;
+        std::iter::from_fn(move || {
+            let pid = next?;
+            depth += 1;
+            next = self
+                .nodes
+                .get(&pid)
+                .map(|n| n.ppid)
+                .filter(|&pp| pp != 0 && pp != pid && depth < MAX_DEPTH);
+            Some(pid)
+        })
+    }
+
+    /// Each process's own value plus `factor` times its children's totals, i.e. the sum over its
+    /// subtree of `factor^depth * own`. `factor = 1` gives plain subtree sums; the thesis used 0.7
+    /// so a busy parent outranks one of many children.
+    pub fn subtree_totals(&self, own: &HashMap<u32, f64>, factor: f64) -> HashMap<u32, f64> {
+        let mut totals: HashMap<u32, f64> = HashMap::new();
+        for (&pid, &value) in own {
+            let mut weight = 1.0;
+            for ancestor in self.ancestry(pid) {
+                *totals.entry(ancestor).or_default() += value * weight;
+                weight *= factor;
+            }
+        }
+        totals
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(ppid: u32) -> Node {
+        Node {
+            ppid,
+            comm: format!("child-of-{ppid}"),
+            uid: Some(0),
+            start_time: 1,
+            kernel_thread: false,
+            exited: false,
+        }
+    }
+
+    fn tree() -> ProcessTree {
+        // 1 -> 10 -> 20 -> 30, and 10 -> 21
+        let mut t = ProcessTree::default();
+        t.insert(1, node(0));
+        t.insert(10, node(1));
+        t.insert(20, node(10));
+        t.insert(21, node(10));
+        t.insert(30, node(20));
+        t
+    }
+
+    #[test]
+    fn subtree_totals_weight_by_depth() {
+        let t = tree();
+        let own = HashMap::from([(30, 100.0), (21, 10.0), (10, 1.0)]);
+        let plain = t.subtree_totals(&own, 1.0);
+        assert_eq!(plain[&10], 111.0);
+        assert_eq!(plain[&20], 100.0);
+        assert_eq!(plain[&1], 111.0);
+        let weighted = t.subtree_totals(&own, 0.5);
+        assert_eq!(weighted[&20], 50.0);
+        assert_eq!(weighted[&10], 1.0 + 5.0 + 25.0);
+        assert!(!weighted.contains_key(&99));
+    }
+
+    #[test]
+    fn exited_children_still_count_until_pruned() {
+        let mut t = tree();
+        t.apply(&Lifecycle::Exit {
+            pid: 30,
+            comm: "dd".into(),
+        });
+        assert!(t.get(30).unwrap().exited);
+        let totals = t.subtree_totals(&HashMap::from([(30, 8.0)]), 1.0);
+        assert_eq!(totals[&10], 8.0);
+        t.prune_exited();
+        assert!(t.get(30).is_none());
+        assert!(t.get(20).is_some());
+    }
+
+    #[test]
+    fn ancestry_stops_on_a_cycle() {
+        let mut t = ProcessTree::default();
+        t.insert(5, node(6));
+        t.insert(6, node(5));
+        assert_eq!(t.ancestry(5).count(), MAX_DEPTH);
+    }
+}

@@ -1,0 +1,225 @@
+//! Loads the BPF object with this kernel's offsets and attaches what the kernel supports, falling
+//! back (and saying so once) where a feature is missing.
+use anyhow::{Context as _, Result, anyhow};
+use aya::{
+    Ebpf, EbpfLoader,
+    programs::{Program, RawTracePoint, TracePoint},
+};
+
+use super::{DirtyMode, Features, ProgramCost};
+use crate::{
+    kernel::{btf::KernelBtf, privileges, tracefs::Tracefs},
+    system::vmstat,
+};
+
+static OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/ioshield"));
+
+pub struct Loaded {
+    pub ebpf: Ebpf,
+    pub features: Features,
+    attached: Vec<&'static str>,
+}
+
+impl Loaded {
+    pub fn costs(&self) -> Vec<ProgramCost> {
+        self.attached
+            .iter()
+            .filter_map(|name| {
+                let info = match self.ebpf.program(name)? {
+                    Program::RawTracePoint(p) => p.info().ok()?,
+                    Program::TracePoint(p) => p.info().ok()?,
+                    _ => return None,
+                };
+                Some(ProgramCost {
+                    name: name.to_string(),
+                    run_count: info.run_count(),
+                    run_time_ns: info.run_time().as_nanos() as u64,
+                })
+            })
+            .collect()
+    }
+}
+
+/// Offsets into kernel structs, from BTF. Missing BTF (or a struct layout we do not know) means
+/// the page-event fallback and no lifecycle events.
+#[derive(Default)]
+struct StructOffsets {
+    folio_flags: u32,
+    folio_nr_pages: u32,
+    pg_head_mask: u64,
+    mapping_host: u32,
+    inode_sb: u32,
+    sb_dev: u32,
+    task_pid: u32,
+    task_tgid: u32,
+    task_signal: u32,
+    signal_live: u32,
+}
+
+impl StructOffsets {
+    fn from_btf(btf: &KernelBtf, dirty_tracepoint: &str) -> Result<Self> {
+        let mut o = Self {
+            mapping_host: btf.offset("address_space", "host")?,
+            inode_sb: btf.offset("inode", "i_sb")?,
+            sb_dev: btf.offset("super_block", "s_dev")?,
+            task_pid: btf.offset("task_struct", "pid")?,
+            task_tgid: btf.offset("task_struct", "tgid")?,
+            task_signal: btf.offset("task_struct", "signal")?,
+            signal_live: btf.offset("signal_struct", "live")?,
+            ..Self::default()
+        };
+        // writeback_dirty_page kernels predate large folios in the page cache: one page per event.
+        if dirty_tracepoint == "writeback_dirty_folio" {
+            o.folio_flags = btf.offset("folio", "flags")?;
+            o.folio_nr_pages = btf.offset_any("folio", &["_nr_pages", "_folio_nr_pages"])?;
+            o.pg_head_mask = 1u64 << btf.enum_value("pageflags", "PG_head")?;
+        }
+        Ok(o)
+    }
+}
+
+const DIRTY_TRACEPOINTS: [&str; 2] = ["writeback_dirty_folio", "writeback_dirty_page"];
+
+pub fn load_and_attach() -> Result<Loaded> {
+    privileges::require_bpf_privileges()?;
+    let tracefs = Tracefs::open()?;
+    let dirty_tp = tracefs
+        .first_of("writeback", &DIRTY_TRACEPOINTS)
+        .ok_or_else(|| {
+            anyhow!(
+                "tracepoint writeback:writeback_dirty_folio (or writeback_dirty_page) is missing \
+                 on this kernel ({}): ioshield cannot see who dirties pages",
+                kernel_release()
+            )
+        })?;
+
+    let offsets = KernelBtf::load()
+        .and_then(|btf| StructOffsets::from_btf(&btf, dirty_tp))
+        .map_err(|e| {
+            tracing::warn!(
+                "kernel struct offsets unavailable ({e:#}): counting one page per dirty event \
+                 (undercounts large folios) and rescanning /proc for process changes"
+            )
+        })
+        .ok();
+
+    let dirty_format = tracefs.format("writeback", dirty_tp)?;
+    let name_off = dirty_format
+        .offset_of("name", 32)
+        .with_context(|| format!("tracepoint writeback:{dirty_tp}"))?;
+    let bdp = tracefs
+        .has("writeback", "balance_dirty_pages")
+        .then(|| tracefs.format("writeback", "balance_dirty_pages"))
+        .transpose()?
+        .and_then(|f| match (f.offset_of("bdi", 32), f.offset_of("pause", 8)) {
+            (Ok(bdi), Ok(pause)) => Some((bdi, pause)),
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::warn!("tracepoint writeback:balance_dirty_pages unusable: {e}");
+                None
+            }
+        });
+    if bdp.is_none() {
+        tracing::warn!("throttling by balance_dirty_pages is not measured on this kernel");
+    }
+
+    let o = offsets.as_ref();
+    let page_size = vmstat::page_size();
+    let globals: [(&str, u32); 12] = [
+        ("FOLIO_FLAGS_OFF", o.map_or(0, |o| o.folio_flags)),
+        ("FOLIO_NR_PAGES_OFF", o.map_or(0, |o| o.folio_nr_pages)),
+        ("MAPPING_HOST_OFF", o.map_or(0, |o| o.mapping_host)),
+        ("INODE_SB_OFF", o.map_or(0, |o| o.inode_sb)),
+        ("SB_DEV_OFF", o.map_or(0, |o| o.sb_dev)),
+        ("TASK_PID_OFF", o.map_or(0, |o| o.task_pid)),
+        ("TASK_TGID_OFF", o.map_or(0, |o| o.task_tgid)),
+        ("TASK_SIGNAL_OFF", o.map_or(0, |o| o.task_signal)),
+        ("SIGNAL_LIVE_OFF", o.map_or(0, |o| o.signal_live)),
+        ("DIRTY_TP_NAME_OFF", name_off),
+        ("BDP_BDI_OFF", bdp.map_or(0, |b| b.0)),
+        ("BDP_PAUSE_OFF", bdp.map_or(0, |b| b.1)),
+    ];
+    let pg_head_mask = o.map_or(0, |o| o.pg_head_mask);
+    let mut loader = EbpfLoader::new();
+    for (name, value) in &globals {
+        loader.override_global(name, value, true);
+    }
+    loader.override_global("PG_HEAD_MASK", &pg_head_mask, true);
+    loader.override_global("PAGE_SIZE", &page_size, true);
+    let mut ebpf = loader.load(OBJECT).map_err(|e| {
+        anyhow!(
+            "the kernel refused ioshield's BPF maps or programs ({e}); is BPF enabled \
+             (CONFIG_BPF_SYSCALL) and not locked down?"
+        )
+    })?;
+
+    let mut attached = Vec::new();
+    let dirty_mode = if offsets.is_some() {
+        attach_raw(&mut ebpf, "dirty_folio", dirty_tp)?;
+        attached.push("dirty_folio");
+        DirtyMode::FolioBytes
+    } else {
+        attach_classic(&mut ebpf, "dirty_folio_events", "writeback", dirty_tp)?;
+        attached.push("dirty_folio_events");
+        DirtyMode::PageEvents
+    };
+    if bdp.is_some() {
+        attach_classic(&mut ebpf, "balance_dirty_pages", "writeback", "balance_dirty_pages")?;
+        attached.push("balance_dirty_pages");
+    }
+    let lifecycle = offsets.is_some();
+    if lifecycle {
+        attach_raw(&mut ebpf, "process_fork", "sched_process_fork")?;
+        attach_raw(&mut ebpf, "process_exec", "sched_process_exec")?;
+        attach_raw(&mut ebpf, "process_exit", "sched_process_exit")?;
+        attached.extend(["process_fork", "process_exec", "process_exit"]);
+    }
+    let features = Features {
+        dirty_tracepoint: dirty_tp.to_string(),
+        dirty_mode,
+        throttle: bdp.is_some(),
+        lifecycle,
+    };
+    tracing::debug!(?features, "probes attached");
+    Ok(Loaded {
+        ebpf,
+        features,
+        attached,
+    })
+}
+
+fn attach_raw(ebpf: &mut Ebpf, program: &str, tracepoint: &str) -> Result<()> {
+    let p: &mut RawTracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
+        .try_into()?;
+    p.load()
+        .map_err(|e| verifier_error(program, e.into()))
+        .and_then(|()| {
+            p.attach(tracepoint)
+                .with_context(|| format!("attaching {program} to raw tracepoint {tracepoint}"))
+        })?;
+    Ok(())
+}
+
+fn attach_classic(ebpf: &mut Ebpf, program: &str, category: &str, name: &str) -> Result<()> {
+    let p: &mut TracePoint = ebpf
+        .program_mut(program)
+        .ok_or_else(|| anyhow!("program {program} missing from the BPF object"))?
+        .try_into()?;
+    p.load().map_err(|e| verifier_error(program, e.into()))?;
+    p.attach(category, name)
+        .with_context(|| format!("attaching {program} to tracepoint {category}:{name}"))?;
+    Ok(())
+}
+
+fn verifier_error(program: &str, e: anyhow::Error) -> anyhow::Error {
+    // The verifier log is long; keep the one-line error and put the log in debug output.
+    tracing::debug!("loading {program}: {e:?}");
+    anyhow!("the kernel rejected BPF program {program}: {e}")
+}
+
+fn kernel_release() -> String {
+    nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "unknown kernel".into())
+}

@@ -1,0 +1,121 @@
+//! Kernel counters -> samples. Loads and attaches the BPF programs, then yields one [`Sample`] per
+//! call to [`Probe::sample`]: what each process dirtied and how long it was throttled, per disk,
+//! since the previous call, plus process lifecycle events and the global dirty state.
+mod attach;
+mod counters;
+mod lifecycle;
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::{
+    model::sample::Sample,
+    system::{devices::Devices, diskstats, vmstat},
+};
+
+/// How dirtied bytes are measured on this kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirtyMode {
+    /// raw_tp with the folio's real size (BTF offsets available).
+    FolioBytes,
+    /// Classic tracepoint, one page per event: undercounts large folios.
+    PageEvents,
+}
+
+/// What the probe could attach on this kernel, for logs and `status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Features {
+    pub dirty_tracepoint: String,
+    pub dirty_mode: DirtyMode,
+    /// `balance_dirty_pages` attached: throttle time is measured.
+    pub throttle: bool,
+    /// fork/exit events attached; otherwise the tree is rebuilt from /proc each tick.
+    pub lifecycle: bool,
+}
+
+/// Cost of one attached BPF program, valid while `kernel.bpf_stats_enabled` is 1.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgramCost {
+    pub name: String,
+    pub run_count: u64,
+    pub run_time_ns: u64,
+}
+
+pub struct Probe {
+    loaded: attach::Loaded,
+    counters: counters::CounterReader,
+    lifecycle: Option<lifecycle::LifecycleReader>,
+    devices: Devices,
+    last: Instant,
+    disk_written: std::collections::HashMap<crate::system::devices::DevId, u64>,
+}
+
+impl Probe {
+    pub fn start() -> Result<Self> {
+        let mut loaded = attach::load_and_attach()?;
+        let counters = counters::CounterReader::new(&mut loaded.ebpf)?;
+        let lifecycle = if loaded.features.lifecycle {
+            Some(lifecycle::LifecycleReader::new(&mut loaded.ebpf)?)
+        } else {
+            None
+        };
+        Ok(Self {
+            loaded,
+            counters,
+            lifecycle,
+            devices: Devices::default(),
+            last: Instant::now(),
+            disk_written: diskstats::bytes_written(),
+        })
+    }
+
+    pub fn features(&self) -> &Features {
+        &self.loaded.features
+    }
+
+    pub fn devices(&mut self) -> &mut Devices {
+        &mut self.devices
+    }
+
+    pub fn program_costs(&self) -> Vec<ProgramCost> {
+        self.loaded.costs()
+    }
+
+    /// Everything since the previous call (or since start).
+    pub fn sample(&mut self) -> Result<Sample> {
+        let now = Instant::now();
+        let elapsed = now.duration_since(self.last);
+        self.last = now;
+        // Events first: a process whose exit we see here has dirtied its last byte, so the
+        // counters read next are final for it and can be dropped from the map.
+        let lifecycle = match &mut self.lifecycle {
+            Some(l) => l.drain(),
+            None => Vec::new(),
+        };
+        let (writes, lost) = self.counters.read(&lifecycle, &mut self.devices)?;
+        let written_now = diskstats::bytes_written();
+        let disk_written = written_now
+            .iter()
+            .map(|(dev, &total)| {
+                let before = self.disk_written.get(dev).copied().unwrap_or(total);
+                (*dev, total.saturating_sub(before))
+            })
+            .collect();
+        self.disk_written = written_now;
+        Ok(Sample {
+            elapsed: if elapsed.is_zero() {
+                Duration::from_micros(1)
+            } else {
+                elapsed
+            },
+            writes,
+            lifecycle,
+            dirty: vmstat::dirty_state(),
+            disk_written,
+            lost,
+        })
+    }
+}

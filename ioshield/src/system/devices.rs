@@ -1,0 +1,173 @@
+//! Turns the `dev_t` a BPF program saw into the whole disk a person (and io.max) knows, e.g.
+//! `/dev/vda`: partitions map to their disk, btrfs/overlay anonymous devices to their mount source.
+use std::{collections::HashMap, fmt, path::Path};
+
+use serde::Serialize;
+
+/// A block device number, `major:minor`.
+#[derive(Clone, Copy, Debug, Default, Hash, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DevId {
+    pub major: u32,
+    pub minor: u32,
+}
+
+impl DevId {
+    /// From the kernel's internal encoding (`major << 20 | minor`) used by `sb->s_dev`.
+    pub fn from_kernel(dev: u32) -> Self {
+        Self {
+            major: dev >> 20,
+            minor: dev & 0xfffff,
+        }
+    }
+
+    /// From the userspace encoding returned by stat(2) in `st_rdev` / `st_dev`.
+    pub fn from_user(dev: u64) -> Self {
+        Self {
+            major: nix::sys::stat::major(dev) as u32,
+            minor: nix::sys::stat::minor(dev) as u32,
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let (maj, min) = s.trim().split_once(':')?;
+        Some(Self {
+            major: maj.parse().ok()?,
+            minor: min.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for DevId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.major, self.minor)
+    }
+}
+
+impl Serialize for DevId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// A whole disk (or, when nothing better is known, the raw device number).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Disk {
+    pub id: DevId,
+    /// Kernel name, e.g. `vda`, when the device is a block device.
+    pub name: Option<String>,
+}
+
+impl Disk {
+    pub fn unknown() -> Self {
+        Self {
+            id: DevId::default(),
+            name: None,
+        }
+    }
+
+    /// What to show a person: `/dev/vda`, or `0:45` for a device that has no node.
+    pub fn label(&self) -> String {
+        match &self.name {
+            Some(n) => format!("/dev/{n}"),
+            None if self.id == DevId::default() => "?".to_string(),
+            None => self.id.to_string(),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Devices {
+    cache: HashMap<DevId, Disk>,
+}
+
+impl Devices {
+    pub fn resolve(&mut self, dev: DevId) -> Disk {
+        if let Some(d) = self.cache.get(&dev) {
+            return d.clone();
+        }
+        let disk = whole_disk(dev)
+            .or_else(|| mount_source(dev).and_then(whole_disk))
+            .unwrap_or(Disk {
+                id: dev,
+                name: None,
+            });
+        self.cache.insert(dev, disk.clone());
+        disk
+    }
+
+    /// Finds a disk by what a person or config file calls it: `/dev/vdb`, `vdb` or `254:16`.
+    pub fn lookup(&mut self, spec: &str) -> Option<Disk> {
+        if let Some(id) = DevId::parse(spec) {
+            return whole_disk(id);
+        }
+        let name = spec.strip_prefix("/dev/").unwrap_or(spec);
+        let dev = std::fs::read_to_string(format!("/sys/class/block/{name}/dev")).ok()?;
+        whole_disk(DevId::parse(&dev)?)
+    }
+}
+
+fn whole_disk(dev: DevId) -> Option<Disk> {
+    if dev.major == 0 {
+        return None;
+    }
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
+    let disk_dir = if sys.join("partition").exists() {
+        sys.parent()?.to_path_buf()
+    } else {
+        sys
+    };
+    let id = DevId::parse(&std::fs::read_to_string(disk_dir.join("dev")).ok()?)?;
+    let name = disk_dir.file_name()?.to_string_lossy().into_owned();
+    Some(Disk {
+        id,
+        name: Some(name),
+    })
+}
+
+/// For an anonymous device (btrfs subvolume, overlay), the block device its mount came from.
+fn mount_source(dev: DevId) -> Option<DevId> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = dev.to_string();
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split(' ');
+        if fields.nth(2)? != wanted {
+            return None;
+        }
+        let (_, after) = line.split_once(" - ")?;
+        let source = after.split(' ').nth(1)?;
+        if !source.starts_with("/dev/") {
+            return None;
+        }
+        let st = nix::sys::stat::stat(Path::new(source)).ok()?;
+        Some(DevId::from_user(st.st_rdev))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_encoding_splits_major_minor() {
+        let d = DevId::from_kernel((254 << 20) | 16);
+        assert_eq!(d, DevId { major: 254, minor: 16 });
+        assert_eq!(d.to_string(), "254:16");
+        assert_eq!(DevId::parse("8:0\n"), Some(DevId { major: 8, minor: 0 }));
+        assert_eq!(DevId::parse("vda"), None);
+    }
+
+    #[test]
+    fn root_filesystem_resolves_to_a_whole_disk() {
+        let st = nix::sys::stat::stat("/").unwrap();
+        let mut devices = Devices::default();
+        let disk = devices.resolve(DevId::from_user(st.st_dev));
+        let name = disk.name.clone().expect("/ is on a block device here");
+        assert!(
+            !Path::new(&format!("/sys/block/{name}")).join("partition").exists(),
+            "{name} must be a whole disk"
+        );
+        assert_eq!(devices.lookup(&disk.label()), Some(disk.clone()));
+        assert_eq!(devices.lookup(&disk.id.to_string()), Some(disk));
+        assert_eq!(devices.lookup("/dev/no-such-disk"), None);
+    }
+}

@@ -1,0 +1,111 @@
+//! Processes as /proc shows them.
+use std::path::Path;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub uid: Option<u32>,
+    /// Start time in clock ticks since boot: with the pid, an identity that survives pid reuse.
+    pub start_time: u64,
+    /// Kernel threads have no user memory and must never be chosen as offenders.
+    pub kernel_thread: bool,
+}
+
+pub fn read(pid: u32) -> Option<ProcInfo> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let mut info = parse_stat(pid, &stat)?;
+    info.uid = read_uid(pid);
+    Some(info)
+}
+
+fn parse_stat(pid: u32, stat: &str) -> Option<ProcInfo> {
+    // comm may itself contain spaces and parentheses: it runs to the last ')'.
+    let open = stat.find('(')?;
+    let close = stat.rfind(')')?;
+    let comm = stat.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
+    // rest[0] is field 3 (state); ppid is field 4, flags field 9, starttime field 22.
+    let ppid = rest.get(1)?.parse().ok()?;
+    let flags: u64 = rest.get(6)?.parse().ok()?;
+    let start_time = rest.get(19)?.parse().ok()?;
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    Some(ProcInfo {
+        pid,
+        ppid,
+        comm,
+        uid: None,
+        start_time,
+        kernel_thread: flags & PF_KTHREAD != 0,
+    })
+}
+
+fn read_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+pub fn pids() -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn scan() -> Vec<ProcInfo> {
+    pids().into_iter().filter_map(read).collect()
+}
+
+pub fn alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Thread ids of a process.
+pub fn threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn user_name(uid: u32) -> String {
+    nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| uid.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_comm_with_parentheses_and_spaces() {
+        let stat = "42 (a (b) c) S 7 42 42 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 12345 0 0";
+        let p = parse_stat(42, stat).unwrap();
+        assert_eq!(p.comm, "a (b) c");
+        assert_eq!(p.ppid, 7);
+        assert_eq!(p.start_time, 12345);
+        assert!(!p.kernel_thread);
+    }
+
+    #[test]
+    fn reads_this_process() {
+        let me = read(std::process::id()).unwrap();
+        assert_eq!(me.ppid, nix::unistd::getppid().as_raw() as u32);
+        assert_eq!(me.uid, Some(nix::unistd::getuid().as_raw()));
+        assert!(threads(me.pid).contains(&me.pid));
+        let kthreadd = read(2).expect("kthreadd");
+        assert!(kthreadd.kernel_thread);
+    }
+}

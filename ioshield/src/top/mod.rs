@@ -1,0 +1,50 @@
+//! `ioshield top`: a one-shot (or `--watch`) view of who dirties the page cache.
+mod report;
+mod table;
+
+use std::time::Duration;
+
+use anyhow::Result;
+
+use crate::{
+    model::tree::ProcessTree,
+    probe::Probe,
+};
+pub use report::Report;
+
+pub struct TopOptions {
+    pub interval: Duration,
+    pub watch: bool,
+    pub count: Option<u64>,
+    pub json: bool,
+    pub rows: usize,
+}
+
+pub async fn run(opts: TopOptions) -> Result<()> {
+    let mut probe = Probe::start()?;
+    let mut tree = ProcessTree::from_proc();
+    let limit = match (opts.watch, opts.count) {
+        (_, Some(n)) => n.max(1),
+        (true, None) => u64::MAX,
+        (false, None) => 1,
+    };
+    for shown in 0..limit {
+        tokio::select! {
+            () = tokio::time::sleep(opts.interval) => {}
+            _ = tokio::signal::ctrl_c() => break,
+        }
+        let sample = probe.sample()?;
+        tree.follow(&sample.lifecycle, probe.features().lifecycle);
+        let report = Report::build(&sample, &mut tree, &probe);
+        if opts.json {
+            println!("{}", serde_json::to_string(&report)?);
+        } else {
+            if opts.watch && shown > 0 {
+                println!();
+            }
+            print!("{}", table::render(&report, opts.rows));
+        }
+        tree.prune_exited();
+    }
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! Turns one sample into the rows `top` shows; also the `--json` interface scripts rely on.
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use crate::{
+    model::{
+        sample::{Lost, Sample},
+        tree::ProcessTree,
+    },
+    probe::{Features, Probe, ProgramCost},
+    system::{
+        devices::{DevId, Disk},
+        procfs,
+        vmstat::DirtyState,
+    },
+};
+
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub interval_secs: f64,
+    pub processes: Vec<ProcessRow>,
+    pub devices: Vec<DeviceRow>,
+    pub dirty: DirtyState,
+    pub probe: ProbeInfo,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProcessRow {
+    pub pid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    pub user: String,
+    pub uid: Option<u32>,
+    /// `/dev/vda`, or `major:minor` for a device without a node.
+    pub device: String,
+    pub dev: DevId,
+    pub dirty_bytes_per_sec: f64,
+    /// The process and all its descendants, including those that exited in the window.
+    pub tree_dirty_bytes_per_sec: f64,
+    pub throttled_ms_per_sec: f64,
+    pub exited: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DeviceRow {
+    pub device: String,
+    pub dev: DevId,
+    /// What the disk itself wrote (/proc/diskstats).
+    pub write_bytes_per_sec: f64,
+    /// What processes dirtied in the page cache for it (the BPF counters).
+    pub dirty_bytes_per_sec: f64,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ProbeInfo {
+    pub features: Features,
+    pub lost: Lost,
+    pub programs: Vec<ProgramCost>,
+}
+
+impl Report {
+    pub fn build(sample: &Sample, tree: &mut ProcessTree, probe: &Probe) -> Report {
+        let secs = sample.elapsed.as_secs_f64();
+        // Per disk: each process's own bytes and throttle time.
+        let mut per_disk: BTreeMap<Disk, (HashMap<u32, f64>, HashMap<u32, f64>)> = BTreeMap::new();
+        for ((pid, disk), delta) in &sample.writes {
+            tree.ensure(*pid);
+            let (own, throttle) = per_disk.entry(disk.clone()).or_default();
+            *own.entry(*pid).or_default() += delta.dirtied_bytes as f64 / secs;
+            *throttle.entry(*pid).or_default() += delta.throttle_ms as f64 / secs;
+        }
+
+        let mut processes = Vec::new();
+        let mut devices = Vec::new();
+        for (disk, (own, throttle)) in &per_disk {
+            let totals = tree.subtree_totals(own, 1.0);
+            let mut pids: Vec<u32> = totals.keys().copied().collect();
+            pids.extend(throttle.keys());
+            pids.sort_unstable();
+            pids.dedup();
+            for pid in pids {
+                let node = tree.get(pid);
+                let uid = node.and_then(|n| n.uid);
+                processes.push(ProcessRow {
+                    pid,
+                    ppid: node.map_or(0, |n| n.ppid),
+                    comm: node.map_or_else(|| "?".into(), |n| n.comm.clone()),
+                    user: uid.map_or_else(|| "?".into(), procfs::user_name),
+                    uid,
+                    device: disk.label(),
+                    dev: disk.id,
+                    dirty_bytes_per_sec: own.get(&pid).copied().unwrap_or(0.0),
+                    tree_dirty_bytes_per_sec: totals.get(&pid).copied().unwrap_or(0.0),
+                    throttled_ms_per_sec: throttle.get(&pid).copied().unwrap_or(0.0),
+                    exited: node.is_none_or(|n| n.exited),
+                });
+            }
+            devices.push(DeviceRow {
+                device: disk.label(),
+                dev: disk.id,
+                write_bytes_per_sec: sample.disk_written.get(&disk.id).copied().unwrap_or(0) as f64
+                    / secs,
+                dirty_bytes_per_sec: own.values().sum(),
+            });
+        }
+        // Disks that wrote without anyone dirtying pages in the window (e.g. flushing a backlog).
+        for (dev, &bytes) in &sample.disk_written {
+            if bytes == 0 || devices.iter().any(|d| d.dev == *dev) {
+                continue;
+            }
+            let disk = Disk {
+                id: *dev,
+                name: None,
+            };
+            if let Some(name) = is_whole_disk(*dev) {
+                devices.push(DeviceRow {
+                    device: Disk {
+                        name: Some(name),
+                        ..disk
+                    }
+                    .label(),
+                    dev: *dev,
+                    write_bytes_per_sec: bytes as f64 / secs,
+                    dirty_bytes_per_sec: 0.0,
+                });
+            }
+        }
+        processes.sort_by(|a, b| {
+            b.dirty_bytes_per_sec
+                .total_cmp(&a.dirty_bytes_per_sec)
+                .then(b.tree_dirty_bytes_per_sec.total_cmp(&a.tree_dirty_bytes_per_sec))
+                .then(b.throttled_ms_per_sec.total_cmp(&a.throttled_ms_per_sec))
+                .then(a.pid.cmp(&b.pid))
+        });
+        devices.sort_by(|a, b| a.device.cmp(&b.device));
+        Report {
+            interval_secs: secs,
+            processes,
+            devices,
+            dirty: sample.dirty,
+            probe: ProbeInfo {
+                features: probe.features().clone(),
+                lost: sample.lost,
+                programs: probe.program_costs(),
+            },
+        }
+    }
+}
+
+fn is_whole_disk(dev: DevId) -> Option<String> {
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
+    if sys.join("partition").exists() {
+        return None;
+    }
+    Some(sys.file_name()?.to_string_lossy().into_owned())
+}
