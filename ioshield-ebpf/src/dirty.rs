@@ -10,8 +10,8 @@ use ioshield_common::CounterKey;
 use crate::{
     bdi,
     kernel::{
-        DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_NR_PAGES_OFF, INODE_SB_OFF, MAPPING_HOST_OFF,
-        PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
+        DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_NR_PAGES_OFF, INODE_MODE_OFF, INODE_RDEV_OFF,
+        INODE_SB_OFF, MAPPING_HOST_OFF, PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
     },
     maps::with_counters,
 };
@@ -63,14 +63,24 @@ fn folio_pages(folio: u64) -> u64 {
     }
     match read::<u32>(folio, nr_off) {
         // A corrupt or misread count must not blow the totals up: large folios are <= PMD size.
-        Some(n) if n >= 1 && n <= 512 => n as u64,
+        Some(n) if (1..=512).contains(&n) => n as u64,
         _ => 1,
     }
 }
 
+const S_IFMT: u16 = 0o170000;
+const S_IFBLK: u16 = 0o060000;
+
+/// The device a dirty folio will be written to. Filesystem metadata (ext4 bitmaps, directories,
+/// the journal) is dirtied through the block device's own inode, whose superblock is the bdev
+/// pseudo-filesystem: for those, the device is the inode's `i_rdev`.
 #[inline(always)]
 fn mapping_dev(mapping: u64) -> Option<u32> {
     let host: u64 = read(mapping, MAPPING_HOST_OFF.load())?;
+    let mode: u16 = read(host, INODE_MODE_OFF.load())?;
+    if mode & S_IFMT == S_IFBLK {
+        return read(host, INODE_RDEV_OFF.load());
+    }
     let sb: u64 = read(host, INODE_SB_OFF.load())?;
     // SAFETY: checked kernel read.
     unsafe { bpf_probe_read_kernel((sb + SB_DEV_OFF.load() as u64) as *const u32) }.ok()

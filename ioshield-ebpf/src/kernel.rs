@@ -17,9 +17,11 @@ offsets!(
     FOLIO_FLAGS_OFF,
     // 0 when the kernel has no per-folio page count we can read: then one page per event.
     FOLIO_NR_PAGES_OFF,
-    // struct address_space -> host, struct inode -> i_sb, struct super_block -> s_dev
+    // struct address_space -> host, struct inode -> i_sb/i_mode/i_rdev, struct super_block -> s_dev
     MAPPING_HOST_OFF,
     INODE_SB_OFF,
+    INODE_MODE_OFF,
+    INODE_RDEV_OFF,
     SB_DEV_OFF,
     // struct task_struct -> pid, tgid, signal; struct signal_struct -> live
     TASK_PID_OFF,

@@ -39,7 +39,7 @@ pub fn with_counters(key: &CounterKey, update: impl Fn(&mut Counters)) {
     }
     let mut fresh = Counters::default();
     update(&mut fresh);
-    match COUNTERS.insert(key, &fresh, BPF_NOEXIST) {
+    match COUNTERS.insert(key, fresh, BPF_NOEXIST) {
         Ok(()) => {}
         // Another CPU created the key between our lookup and insert; our slot is still zero.
         Err(e) if e == -EEXIST => {

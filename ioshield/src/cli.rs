@@ -24,6 +24,24 @@ pub struct Cli {
 pub enum Command {
     /// Show who dirties the page cache, per process and disk, then exit.
     Top(TopArgs),
+    /// Watch writers and demote the one flooding a disk until it calms down (the service).
+    Daemon(DaemonArgs),
+    /// Validate a configuration file and print the effective configuration.
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DaemonArgs {
+    /// Configuration file (default: /etc/ioshield/ioshield.toml if it exists, else built-in
+    /// defaults). A path given here must exist.
+    #[arg(short, long)]
+    pub config: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CheckConfigArgs {
+    /// The file to check (default: /etc/ioshield/ioshield.toml, or the built-in defaults).
+    pub file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

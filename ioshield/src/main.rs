@@ -1,6 +1,11 @@
 //! ioshield: kernel counters -> samples -> rates -> offenders -> actions -> journal of changes.
 //! See `probe` (kernel side), `model` (samples, tree), `top` (the view).
+mod act;
 mod cli;
+mod config;
+mod daemon;
+mod detect;
+mod journal;
 mod kernel;
 mod model;
 mod probe;
@@ -17,7 +22,8 @@ use cli::{Cli, Command};
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Top(_) => "warn",
+        Command::Top(_) | Command::CheckConfig(_) => "warn",
+        Command::Daemon(_) => "info",
     };
     let filter = EnvFilter::try_new(cli.log.as_deref().unwrap_or(default_level))
         .unwrap_or_else(|_| EnvFilter::new(default_level));
@@ -25,9 +31,13 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
 
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("ioshield: cannot start the async runtime: {e}");
@@ -46,6 +56,8 @@ fn main() -> ExitCode {
                 })
                 .await
             }
+            Command::Daemon(a) => daemon::run(a.config).await,
+            Command::CheckConfig(a) => check_config(a.file.as_deref()),
         }
     });
     match result {
@@ -56,4 +68,14 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let config = config::Config::load(file)?;
+    match &config.source {
+        Some(p) => println!("# {} is valid; effective configuration:", p.display()),
+        None => println!("# no configuration file; built-in defaults:"),
+    }
+    print!("{}", config.to_toml());
+    Ok(())
 }

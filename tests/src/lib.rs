@@ -1,1 +1,2 @@
-
+//! Support code for ioshield's tests and benchmarks.
+pub mod load;

@@ -75,9 +75,7 @@ impl KernelBtf {
             match ty {
                 Type::Struct(s) | Type::Union(s) => return Ok(Some(s)),
                 Type::Typedef(_) | Type::Const(_) | Type::Volatile(_) => {
-                    let inner = ty
-                        .as_btf_type()
-                        .ok_or_else(|| anyhow!("untyped member"))?;
+                    let inner = ty.as_btf_type().ok_or_else(|| anyhow!("untyped member"))?;
                     ty = self.btf.resolve_chained_type(inner)?;
                 }
                 _ => return Ok(None),
@@ -119,7 +117,10 @@ mod tests {
         let nr = btf
             .offset_any("folio", &["_nr_pages", "_folio_nr_pages"])
             .unwrap();
-        assert!(nr >= 32, "large-folio page count sits past the first page's fields");
+        assert!(
+            nr >= 32,
+            "large-folio page count sits past the first page's fields"
+        );
         let head = btf.enum_value("pageflags", "PG_head").unwrap();
         assert!(head < 64);
         assert!(btf.offset("task_struct", "no_such_member").is_err());

@@ -144,7 +144,13 @@ format:
     #[test]
     fn parses_fields_arrays_and_data_loc() {
         let f = Format::parse(BDP);
-        assert_eq!(f.field("bdi"), Some(Field { offset: 8, size: 32 }));
+        assert_eq!(
+            f.field("bdi"),
+            Some(Field {
+                offset: 8,
+                size: 32
+            })
+        );
         assert_eq!(f.offset_of("pause", 8).unwrap(), 112);
         assert_eq!(f.field("parent_comm").unwrap().size, 4);
         assert!(f.offset_of("limit", 4).is_err());

@@ -41,11 +41,13 @@ pub struct Lost {
     pub kernel_reads_failed: u64,
 }
 
+/// What each process did to each disk: keyed by (tgid, whole disk).
+pub type Writes = HashMap<(u32, Disk), WriteDelta>;
+
 #[derive(Clone, Debug, Default)]
 pub struct Sample {
     pub elapsed: Duration,
-    /// Keyed by (tgid, whole disk).
-    pub writes: HashMap<(u32, Disk), WriteDelta>,
+    pub writes: Writes,
     /// In the order the kernel reported them; all happened before `writes` was read.
     pub lifecycle: Vec<Lifecycle>,
     pub dirty: DirtyState,

@@ -8,6 +8,7 @@ use crate::system::procfs::{self, ProcInfo};
 #[derive(Clone, Debug)]
 pub struct Node {
     pub ppid: u32,
+    pub session: u32,
     pub comm: String,
     pub uid: Option<u32>,
     pub start_time: u64,
@@ -19,6 +20,7 @@ impl From<ProcInfo> for Node {
     fn from(p: ProcInfo) -> Self {
         Self {
             ppid: p.ppid,
+            session: p.session,
             comm: p.comm,
             uid: p.uid,
             start_time: p.start_time,
@@ -39,7 +41,10 @@ pub struct ProcessTree {
 impl ProcessTree {
     pub fn from_proc() -> Self {
         Self {
-            nodes: procfs::scan().into_iter().map(|p| (p.pid, p.into())).collect(),
+            nodes: procfs::scan()
+                .into_iter()
+                .map(|p| (p.pid, p.into()))
+                .collect(),
         }
     }
 
@@ -47,23 +52,27 @@ impl ProcessTree {
         self.nodes.get(&pid)
     }
 
+    #[cfg(test)]
     pub fn insert(&mut self, pid: u32, node: Node) {
         self.nodes.insert(pid, node);
     }
 
     /// Makes sure `pid` is known, reading /proc for a process that started before we looked.
     pub fn ensure(&mut self, pid: u32) -> &Node {
-        self.nodes.entry(pid).or_insert_with(|| match procfs::read(pid) {
-            Some(p) => p.into(),
-            None => Node {
-                ppid: 0,
-                comm: String::from("?"),
-                uid: None,
-                start_time: 0,
-                kernel_thread: false,
-                exited: true,
-            },
-        })
+        self.nodes
+            .entry(pid)
+            .or_insert_with(|| match procfs::read(pid) {
+                Some(p) => p.into(),
+                None => Node {
+                    ppid: 0,
+                    session: 0,
+                    comm: String::from("?"),
+                    uid: None,
+                    start_time: 0,
+                    kernel_thread: false,
+                    exited: true,
+                },
+            })
     }
 
     pub fn apply(&mut self, event: &Lifecycle) {
@@ -80,6 +89,7 @@ impl ProcessTree {
                     },
                     None => Node {
                         ppid: *ppid,
+                        session: self.nodes.get(ppid).map_or(0, |p| p.session),
                         comm: comm.clone(),
                         uid,
                         start_time: 0,
@@ -187,12 +197,23 @@ impl ProcessTree {
         totals
     }
 
-    pub fn len(&self) -> usize {
-        self.nodes.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
+    /// `root` and every live process below it, root first.
+    pub fn subtree(&self, root: u32) -> Vec<u32> {
+        let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+        for (&pid, n) in &self.nodes {
+            if !n.exited && pid != n.ppid {
+                children.entry(n.ppid).or_default().push(pid);
+            }
+        }
+        let mut out = vec![root];
+        let mut i = 0;
+        while i < out.len() && out.len() < 100_000 {
+            if let Some(c) = children.get(&out[i]) {
+                out.extend(c.iter().copied().filter(|p| *p != root));
+            }
+            i += 1;
+        }
+        out
     }
 }
 
@@ -203,6 +224,7 @@ mod tests {
     fn node(ppid: u32) -> Node {
         Node {
             ppid,
+            session: 1,
             comm: format!("child-of-{ppid}"),
             uid: Some(0),
             start_time: 1,
@@ -249,6 +271,20 @@ mod tests {
         t.prune_exited();
         assert!(t.get(30).is_none());
         assert!(t.get(20).is_some());
+    }
+
+    #[test]
+    fn subtree_lists_live_descendants_root_first() {
+        let mut t = tree();
+        let mut s = t.subtree(10);
+        assert_eq!(s[0], 10);
+        s.sort_unstable();
+        assert_eq!(s, vec![10, 20, 21, 30]);
+        t.apply(&Lifecycle::Exit {
+            pid: 21,
+            comm: String::new(),
+        });
+        assert!(!t.subtree(10).contains(&21));
     }
 
     #[test]

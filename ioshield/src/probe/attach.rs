@@ -49,6 +49,8 @@ struct StructOffsets {
     pg_head_mask: u64,
     mapping_host: u32,
     inode_sb: u32,
+    inode_mode: u32,
+    inode_rdev: u32,
     sb_dev: u32,
     task_pid: u32,
     task_tgid: u32,
@@ -61,6 +63,8 @@ impl StructOffsets {
         let mut o = Self {
             mapping_host: btf.offset("address_space", "host")?,
             inode_sb: btf.offset("inode", "i_sb")?,
+            inode_mode: btf.offset("inode", "i_mode")?,
+            inode_rdev: btf.offset("inode", "i_rdev")?,
             sb_dev: btf.offset("super_block", "s_dev")?,
             task_pid: btf.offset("task_struct", "pid")?,
             task_tgid: btf.offset("task_struct", "tgid")?,
@@ -111,24 +115,28 @@ pub fn load_and_attach() -> Result<Loaded> {
         .has("writeback", "balance_dirty_pages")
         .then(|| tracefs.format("writeback", "balance_dirty_pages"))
         .transpose()?
-        .and_then(|f| match (f.offset_of("bdi", 32), f.offset_of("pause", 8)) {
-            (Ok(bdi), Ok(pause)) => Some((bdi, pause)),
-            (Err(e), _) | (_, Err(e)) => {
-                tracing::warn!("tracepoint writeback:balance_dirty_pages unusable: {e}");
-                None
-            }
-        });
+        .and_then(
+            |f| match (f.offset_of("bdi", 32), f.offset_of("pause", 8)) {
+                (Ok(bdi), Ok(pause)) => Some((bdi, pause)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("tracepoint writeback:balance_dirty_pages unusable: {e}");
+                    None
+                }
+            },
+        );
     if bdp.is_none() {
         tracing::warn!("throttling by balance_dirty_pages is not measured on this kernel");
     }
 
     let o = offsets.as_ref();
     let page_size = vmstat::page_size();
-    let globals: [(&str, u32); 12] = [
+    let globals: [(&str, u32); 14] = [
         ("FOLIO_FLAGS_OFF", o.map_or(0, |o| o.folio_flags)),
         ("FOLIO_NR_PAGES_OFF", o.map_or(0, |o| o.folio_nr_pages)),
         ("MAPPING_HOST_OFF", o.map_or(0, |o| o.mapping_host)),
         ("INODE_SB_OFF", o.map_or(0, |o| o.inode_sb)),
+        ("INODE_MODE_OFF", o.map_or(0, |o| o.inode_mode)),
+        ("INODE_RDEV_OFF", o.map_or(0, |o| o.inode_rdev)),
         ("SB_DEV_OFF", o.map_or(0, |o| o.sb_dev)),
         ("TASK_PID_OFF", o.map_or(0, |o| o.task_pid)),
         ("TASK_TGID_OFF", o.map_or(0, |o| o.task_tgid)),
@@ -163,7 +171,12 @@ pub fn load_and_attach() -> Result<Loaded> {
         DirtyMode::PageEvents
     };
     if bdp.is_some() {
-        attach_classic(&mut ebpf, "balance_dirty_pages", "writeback", "balance_dirty_pages")?;
+        attach_classic(
+            &mut ebpf,
+            "balance_dirty_pages",
+            "writeback",
+            "balance_dirty_pages",
+        )?;
         attached.push("balance_dirty_pages");
     }
     let lifecycle = offsets.is_some();

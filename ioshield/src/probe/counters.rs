@@ -9,9 +9,9 @@ use aya::{
 use ioshield_common::{CounterKey, Counters, stat};
 
 use crate::{
-    model::sample::{Lifecycle, Lost, WriteDelta},
+    model::sample::{Lifecycle, Lost, WriteDelta, Writes},
     system::{
-        devices::{DevId, Devices, Disk},
+        devices::{DevId, Devices},
         procfs,
     },
 };
@@ -41,12 +41,8 @@ impl CounterReader {
         })
     }
 
-    pub fn read(
-        &mut self,
-        events: &[Lifecycle],
-        devices: &mut Devices,
-    ) -> Result<(HashMap<(u32, Disk), WriteDelta>, Lost)> {
-        let mut writes: HashMap<(u32, Disk), WriteDelta> = HashMap::new();
+    pub fn read(&mut self, events: &[Lifecycle], devices: &mut Devices) -> Result<(Writes, Lost)> {
+        let mut writes = Writes::new();
         let mut current = HashMap::with_capacity(self.previous.len());
         for entry in self.map.iter() {
             let (key, per_cpu) = entry.context("reading the COUNTERS map")?;
@@ -84,7 +80,7 @@ impl CounterReader {
                 _ => None,
             })
             .collect();
-        let sweep = self.reads % SWEEP_EVERY == 0;
+        let sweep = self.reads.is_multiple_of(SWEEP_EVERY);
         let gone: Vec<CounterKey> = self
             .previous
             .keys()

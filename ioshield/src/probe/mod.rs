@@ -76,10 +76,6 @@ impl Probe {
         &self.loaded.features
     }
 
-    pub fn devices(&mut self) -> &mut Devices {
-        &mut self.devices
-    }
-
     pub fn program_costs(&self) -> Vec<ProgramCost> {
         self.loaded.costs()
     }

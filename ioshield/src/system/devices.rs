@@ -58,13 +58,6 @@ pub struct Disk {
 }
 
 impl Disk {
-    pub fn unknown() -> Self {
-        Self {
-            id: DevId::default(),
-            name: None,
-        }
-    }
-
     /// What to show a person: `/dev/vda`, or `0:45` for a device that has no node.
     pub fn label(&self) -> String {
         match &self.name {
@@ -150,7 +143,13 @@ mod tests {
     #[test]
     fn kernel_encoding_splits_major_minor() {
         let d = DevId::from_kernel((254 << 20) | 16);
-        assert_eq!(d, DevId { major: 254, minor: 16 });
+        assert_eq!(
+            d,
+            DevId {
+                major: 254,
+                minor: 16
+            }
+        );
         assert_eq!(d.to_string(), "254:16");
         assert_eq!(DevId::parse("8:0\n"), Some(DevId { major: 8, minor: 0 }));
         assert_eq!(DevId::parse("vda"), None);
@@ -163,7 +162,9 @@ mod tests {
         let disk = devices.resolve(DevId::from_user(st.st_dev));
         let name = disk.name.clone().expect("/ is on a block device here");
         assert!(
-            !Path::new(&format!("/sys/block/{name}")).join("partition").exists(),
+            !Path::new(&format!("/sys/block/{name}"))
+                .join("partition")
+                .exists(),
             "{name} must be a whole disk"
         );
         assert_eq!(devices.lookup(&disk.label()), Some(disk.clone()));

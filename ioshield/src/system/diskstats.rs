@@ -27,6 +27,12 @@ mod tests {
     #[test]
     fn reads_sectors_written() {
         let m = super::parse(" 254       0 vda 100 0 800 10 50 0 2048 30 0 40 40 0 0 0 0\n");
-        assert_eq!(m[&super::DevId { major: 254, minor: 0 }], 2048 * 512);
+        assert_eq!(
+            m[&super::DevId {
+                major: 254,
+                minor: 0
+            }],
+            2048 * 512
+        );
     }
 }

@@ -5,6 +5,8 @@ use std::path::Path;
 pub struct ProcInfo {
     pub pid: u32,
     pub ppid: u32,
+    /// Session id: a process with `session == pid` leads a login session (a login shell).
+    pub session: u32,
     pub comm: String,
     pub uid: Option<u32>,
     /// Start time in clock ticks since boot: with the pid, an identity that survives pid reuse.
@@ -26,14 +28,16 @@ fn parse_stat(pid: u32, stat: &str) -> Option<ProcInfo> {
     let close = stat.rfind(')')?;
     let comm = stat.get(open + 1..close)?.to_string();
     let rest: Vec<&str> = stat.get(close + 2..)?.split(' ').collect();
-    // rest[0] is field 3 (state); ppid is field 4, flags field 9, starttime field 22.
+    // rest[0] is field 3 (state); ppid is field 4, session 6, flags 9, starttime 22.
     let ppid = rest.get(1)?.parse().ok()?;
+    let session = rest.get(3)?.parse().ok()?;
     let flags: u64 = rest.get(6)?.parse().ok()?;
     let start_time = rest.get(19)?.parse().ok()?;
     const PF_KTHREAD: u64 = 0x0020_0000;
     Some(ProcInfo {
         pid,
         ppid,
+        session,
         comm,
         uid: None,
         start_time,
@@ -95,6 +99,7 @@ mod tests {
         let p = parse_stat(42, stat).unwrap();
         assert_eq!(p.comm, "a (b) c");
         assert_eq!(p.ppid, 7);
+        assert_eq!(p.session, 42);
         assert_eq!(p.start_time, 12345);
         assert!(!p.kernel_thread);
     }

@@ -6,10 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::{
-    model::tree::ProcessTree,
-    probe::Probe,
-};
+use crate::{model::tree::ProcessTree, probe::Probe};
 pub use report::Report;
 
 pub struct TopOptions {
@@ -23,6 +20,7 @@ pub struct TopOptions {
 pub async fn run(opts: TopOptions) -> Result<()> {
     let mut probe = Probe::start()?;
     let mut tree = ProcessTree::from_proc();
+    tracing::info!(features = ?probe.features(), "probes attached");
     let limit = match (opts.watch, opts.count) {
         (_, Some(n)) => n.max(1),
         (true, None) => u64::MAX,

@@ -62,8 +62,9 @@ pub struct ProbeInfo {
 impl Report {
     pub fn build(sample: &Sample, tree: &mut ProcessTree, probe: &Probe) -> Report {
         let secs = sample.elapsed.as_secs_f64();
-        // Per disk: each process's own bytes and throttle time.
-        let mut per_disk: BTreeMap<Disk, (HashMap<u32, f64>, HashMap<u32, f64>)> = BTreeMap::new();
+        // Per disk: each process's own dirty rate and throttle rate.
+        type PerPid = HashMap<u32, f64>;
+        let mut per_disk: BTreeMap<Disk, (PerPid, PerPid)> = BTreeMap::new();
         for ((pid, disk), delta) in &sample.writes {
             tree.ensure(*pid);
             let (own, throttle) = per_disk.entry(disk.clone()).or_default();
@@ -129,7 +130,10 @@ impl Report {
         processes.sort_by(|a, b| {
             b.dirty_bytes_per_sec
                 .total_cmp(&a.dirty_bytes_per_sec)
-                .then(b.tree_dirty_bytes_per_sec.total_cmp(&a.tree_dirty_bytes_per_sec))
+                .then(
+                    b.tree_dirty_bytes_per_sec
+                        .total_cmp(&a.tree_dirty_bytes_per_sec),
+                )
                 .then(b.throttled_ms_per_sec.total_cmp(&a.throttled_ms_per_sec))
                 .then(a.pid.cmp(&b.pid))
         });

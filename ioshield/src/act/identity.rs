@@ -1,0 +1,78 @@
+//! Telling a process (or thread) from a later one that got the same id.
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use crate::journal::Identity;
+
+fn start_time_at(path: &str) -> Option<u64> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let after = stat.get(stat.rfind(')')? + 2..)?;
+    after.split(' ').nth(19)?.parse().ok()
+}
+
+pub fn of_process(pid: u32) -> Option<Identity> {
+    Some(Identity {
+        id: pid,
+        start_time: start_time_at(&format!("/proc/{pid}/stat"))?,
+    })
+}
+
+/// `/proc/TID/stat` also answers for threads that are not group leaders.
+pub fn of_thread(tid: u32) -> Option<Identity> {
+    of_process(tid)
+}
+
+/// True if the id still names the same process or thread.
+pub fn is_current(who: &Identity) -> bool {
+    of_process(who.id).is_some_and(|now| now.start_time == who.start_time)
+}
+
+/// A pidfd pins a process: after acting on a bare pid, asking the pidfd whether the process is
+/// still alive tells us whether the pid could have been recycled in between (facts.md §5).
+pub struct PidFd(OwnedFd);
+
+impl PidFd {
+    pub fn open(pid: u32) -> Option<PidFd> {
+        // SAFETY: plain syscall; a non-negative return is a new fd we own.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+        (fd >= 0).then(|| PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+    }
+
+    pub fn alive(&self) -> bool {
+        // SAFETY: signal 0 only checks; the fd is ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_pidfd_send_signal,
+                self.0.as_raw_fd(),
+                0,
+                std::ptr::null::<libc::siginfo_t>(),
+                0,
+            )
+        };
+        r == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_tell_processes_apart() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let who = of_process(child.id()).unwrap();
+        assert!(is_current(&who));
+        let fd = PidFd::open(child.id()).unwrap();
+        assert!(fd.alive());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!fd.alive());
+        assert!(!is_current(&who));
+        assert!(!is_current(&Identity {
+            id: std::process::id(),
+            start_time: who.start_time + 1_000_000,
+        }));
+    }
+}

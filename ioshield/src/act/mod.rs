@@ -1,0 +1,473 @@
+//! Actions: the only module that changes the system. Every change is recorded in the journal
+//! before it is made, and undone on release, on exit, and by the next instance after a crash.
+pub mod cgroup;
+pub mod identity;
+pub mod ioprio;
+
+use std::{
+    collections::{HashMap, HashSet},
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Result, anyhow};
+
+use crate::{
+    config::units::show_rate,
+    journal::{Change, Identity, Journal},
+    system::{devices::DevId, procfs},
+};
+use cgroup::Cgroupfs;
+use identity::PidFd;
+
+/// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
+/// undone only when the daemon stops.
+const SHARED: u64 = 0;
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Method {
+    /// Idle I/O class on every thread. Does not reach buffered writeback (facts.md §3).
+    Ioprio,
+    /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
+    Cgroup(CgroupLimits),
+    /// Decide and log, change nothing.
+    DryRun,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CgroupLimits {
+    pub dev: DevId,
+    pub wbps: u64,
+    /// iocost weight, used instead of `io.max` when iocost is on for the device.
+    pub weight: Option<u16>,
+    pub memory_high: Option<u64>,
+}
+
+impl Method {
+    pub fn describe(&self) -> String {
+        match self {
+            Method::Ioprio => "ioprio idle".into(),
+            Method::DryRun => "dry-run, nothing changed".into(),
+            Method::Cgroup(l) => {
+                let mut s = match l.weight {
+                    Some(w) => format!("io.weight={w} (iocost)"),
+                    None => format!("io.max wbps={}", show_rate(l.wbps as f64).replace(' ', "")),
+                };
+                if let Some(m) = l.memory_high {
+                    s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
+                }
+                s
+            }
+        }
+    }
+}
+
+/// What undoing a restriction found.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct UndoReport {
+    pub restored: usize,
+    /// Changed by someone else while restricted: left as they set it.
+    pub kept: Vec<String>,
+    /// Gone (exited) before we could restore them: nothing to do.
+    pub vanished: usize,
+    pub errors: Vec<String>,
+}
+
+impl UndoReport {
+    fn merge(&mut self, other: UndoReport) {
+        self.restored += other.restored;
+        self.kept.extend(other.kept);
+        self.vanished += other.vanished;
+        self.errors.extend(other.errors);
+    }
+}
+
+struct Active {
+    method: Method,
+    /// The restricted root's cgroup before we moved it: where newcomers go back on release.
+    home: Option<PathBuf>,
+    cgroup: Option<PathBuf>,
+    /// The root's own ioprio before restriction: what threads that inherited idle return to.
+    root_previous: Option<u16>,
+}
+
+pub struct Actuator {
+    journal: Journal,
+    cgroupfs: Option<Cgroupfs>,
+    active: HashMap<u64, Active>,
+    next_id: u64,
+}
+
+impl Actuator {
+    pub fn new(journal: Journal, cgroupfs: Option<Cgroupfs>) -> Self {
+        Self {
+            journal,
+            cgroupfs,
+            active: HashMap::new(),
+            next_id: 1,
+        }
+    }
+
+    /// Undoes what a previous instance left in the journal (it crashed or was killed).
+    pub fn recover(&mut self, leftovers: Vec<Change>) -> UndoReport {
+        let report = self.undo(&leftovers);
+        if let Err(e) = self.journal.forget(|c| leftovers.contains(c)) {
+            tracing::error!("cannot update the state file after recovery: {e:#}");
+        }
+        report
+    }
+
+    /// Restricts the subtree `members` (root first). Returns the restriction's id.
+    pub fn restrict(&mut self, root: u32, members: &[u32], method: &Method) -> Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut active = Active {
+            method: method.clone(),
+            home: None,
+            cgroup: None,
+            root_previous: None,
+        };
+        match method {
+            Method::DryRun => {}
+            Method::Ioprio => {
+                active.root_previous = ioprio::get(root).ok();
+                for &pid in members {
+                    self.demote_process(id, pid)?;
+                }
+            }
+            Method::Cgroup(limits) => {
+                let fs = self
+                    .cgroupfs
+                    .clone()
+                    .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
+                active.home = Cgroupfs::cgroup_of(root);
+                let cg = self.create_cgroup(&fs, id, root, limits)?;
+                for &pid in members {
+                    self.move_into(&fs, id, pid, &cg)?;
+                }
+                active.cgroup = Some(cg);
+            }
+        }
+        self.active.insert(id, active);
+        Ok(id)
+    }
+
+    /// Keeps a restriction complete as its subtree changes: threads and children born since
+    /// inherited the idle class, so record them to be restored too.
+    pub fn sweep(&mut self, id: u64, members: &[u32]) -> Result<()> {
+        let Some(active) = self.active.get(&id) else {
+            return Ok(());
+        };
+        if active.method != Method::Ioprio {
+            return Ok(());
+        }
+        let previous = active.root_previous.unwrap_or(0);
+        let known: HashSet<Identity> = self
+            .journal
+            .changes()
+            .iter()
+            .filter_map(|c| match c {
+                Change::Ioprio {
+                    restriction,
+                    thread,
+                    ..
+                } if *restriction == id => Some(*thread),
+                _ => None,
+            })
+            .collect();
+        for &pid in members {
+            for tid in procfs::threads(pid) {
+                let Some(thread) = identity::of_thread(tid) else {
+                    continue;
+                };
+                if known.contains(&thread) || ioprio::get(tid).ok() != Some(ioprio::IDLE) {
+                    continue;
+                }
+                self.journal.record(Change::Ioprio {
+                    restriction: id,
+                    thread,
+                    previous,
+                    applied: ioprio::IDLE,
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn release(&mut self, id: u64) -> UndoReport {
+        let Some(active) = self.active.remove(&id) else {
+            return UndoReport::default();
+        };
+        let mut report = UndoReport::default();
+        // Processes born inside our cgroup were never recorded: send them where the root was.
+        if let (Some(fs), Some(cg)) = (self.cgroupfs.clone(), active.cgroup.as_ref()) {
+            let home = fs.nearest_existing(active.home.as_deref().unwrap_or(Path::new("/")));
+            let recorded: HashSet<u32> = self
+                .journal
+                .changes()
+                .iter()
+                .filter_map(|c| match c {
+                    Change::CgroupMove {
+                        restriction,
+                        process,
+                        ..
+                    } if *restriction == id => Some(process.id),
+                    _ => None,
+                })
+                .collect();
+            for pid in fs.procs(cg) {
+                if !recorded.contains(&pid) {
+                    match fs.move_process(pid, &home) {
+                        Ok(()) => report.restored += 1,
+                        Err(e) => report.errors.push(e.to_string()),
+                    }
+                }
+            }
+        }
+        let changes: Vec<Change> = self
+            .journal
+            .changes()
+            .iter()
+            .filter(|c| c.restriction() == Some(id))
+            .cloned()
+            .collect();
+        report.merge(self.undo(&changes));
+        if let Err(e) = self.journal.forget(|c| changes.contains(c)) {
+            report
+                .errors
+                .push(format!("updating the state file: {e:#}"));
+        }
+        report
+    }
+
+    /// Undoes everything, shared set-up included: on exit.
+    pub fn release_all(&mut self) -> UndoReport {
+        let ids: Vec<u64> = self.active.keys().copied().collect();
+        let mut report = UndoReport::default();
+        for id in ids {
+            report.merge(self.release(id));
+        }
+        let rest: Vec<Change> = self.journal.changes().to_vec();
+        report.merge(self.undo(&rest));
+        if let Err(e) = self.journal.forget(|c| rest.contains(c)) {
+            report
+                .errors
+                .push(format!("updating the state file: {e:#}"));
+        }
+        report
+    }
+
+    fn demote_process(&mut self, id: u64, pid: u32) -> Result<()> {
+        let pidfd = PidFd::open(pid);
+        for tid in procfs::threads(pid) {
+            let (Some(thread), Ok(previous)) = (identity::of_thread(tid), ioprio::get(tid)) else {
+                continue;
+            };
+            // A thread with an explicit class got it from someone (an admin's ionice, the
+            // program itself): not ours to change.
+            if ioprio::class(previous) != ioprio::CLASS_NONE {
+                if tid == pid {
+                    tracing::info!(
+                        "pid {pid} thread {tid}: I/O priority {} was set by hand, left as is",
+                        ioprio::describe(previous)
+                    );
+                }
+                continue;
+            }
+            let change = Change::Ioprio {
+                restriction: id,
+                thread,
+                previous,
+                applied: ioprio::IDLE,
+            };
+            self.journal.record(change.clone())?;
+            if let Err(e) = ioprio::set(tid, ioprio::IDLE) {
+                tracing::debug!("ioprio_set({tid}): {e}");
+                self.journal.forget(|c| *c == change)?;
+            }
+        }
+        if pidfd.is_some_and(|fd| !fd.alive()) {
+            // It exited while we worked; a recycled thread id could have been hit. The journal
+            // identity (with start time) keeps release from touching an unrelated thread.
+            tracing::debug!("pid {pid} exited while being restricted");
+        }
+        Ok(())
+    }
+
+    fn create_cgroup(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        root: u32,
+        limits: &CgroupLimits,
+    ) -> Result<PathBuf> {
+        let parent = PathBuf::from("/").join(cgroup::PARENT);
+        let mut controllers = vec!["io"];
+        if limits.memory_high.is_some() {
+            controllers.push("memory");
+        }
+        if !fs.exists(&parent) {
+            self.journal.record(Change::CgroupCreated {
+                restriction: SHARED,
+                path: parent.clone(),
+            })?;
+            fs.create(&parent)?;
+        }
+        for at in [PathBuf::from("/"), parent.clone()] {
+            for c in &controllers {
+                if !fs.controller_enabled(&at, c) {
+                    self.journal.record(Change::ControllerEnabled {
+                        path: at.clone(),
+                        controller: c.to_string(),
+                    })?;
+                    fs.set_controller(&at, c, true)?;
+                }
+            }
+        }
+        let cg = parent.join(format!("r{id}-{root}"));
+        self.journal.record(Change::CgroupCreated {
+            restriction: id,
+            path: cg.clone(),
+        })?;
+        fs.create(&cg)?;
+        match limits.weight {
+            Some(w) => fs.write_file(&cg, "io.weight", &format!("default {w}"))?,
+            None => fs.write_file(
+                &cg,
+                "io.max",
+                &format!("{} wbps={}", limits.dev, limits.wbps),
+            )?,
+        }
+        if let Some(m) = limits.memory_high {
+            fs.write_file(&cg, "memory.high", &m.to_string())?;
+        }
+        Ok(cg)
+    }
+
+    fn move_into(&mut self, fs: &Cgroupfs, id: u64, pid: u32, to: &Path) -> Result<()> {
+        let (Some(process), Some(from)) = (identity::of_process(pid), Cgroupfs::cgroup_of(pid))
+        else {
+            return Ok(());
+        };
+        if from.starts_with(Path::new("/").join(cgroup::PARENT)) {
+            return Ok(());
+        }
+        let change = Change::CgroupMove {
+            restriction: id,
+            process,
+            from,
+            to: to.to_path_buf(),
+        };
+        self.journal.record(change.clone())?;
+        if let Err(e) = fs.move_process(pid, to) {
+            tracing::debug!("moving {pid}: {e}");
+            self.journal.forget(|c| *c == change)?;
+        }
+        Ok(())
+    }
+
+    /// Undoes `changes` in dependency order: processes out of our cgroups, then the cgroups,
+    /// then priorities, then the shared set-up.
+    fn undo(&self, changes: &[Change]) -> UndoReport {
+        let mut r = UndoReport::default();
+        let fs = self.cgroupfs.as_ref();
+        let mut homes: HashMap<u64, PathBuf> = HashMap::new();
+        for c in changes {
+            if let Change::CgroupMove {
+                restriction,
+                process,
+                from,
+                to,
+            } = c
+            {
+                homes.entry(*restriction).or_insert_with(|| from.clone());
+                let Some(fs) = fs else { continue };
+                if !identity::is_current(process) {
+                    r.vanished += 1;
+                } else if Cgroupfs::cgroup_of(process.id).as_deref() != Some(to.as_path()) {
+                    r.kept.push(format!(
+                        "pid {} was moved out of {} by someone else",
+                        process.id,
+                        to.display()
+                    ));
+                } else {
+                    match fs.move_process(process.id, &fs.nearest_existing(from)) {
+                        Ok(()) => r.restored += 1,
+                        Err(e) => r.errors.push(e.to_string()),
+                    }
+                }
+            }
+        }
+        let mut created: Vec<(u64, &PathBuf)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::CgroupCreated { restriction, path } => Some((*restriction, path)),
+                _ => None,
+            })
+            .collect();
+        // Children before parents.
+        created.sort_by_key(|(_, p)| std::cmp::Reverse(p.components().count()));
+        for (restriction, path) in created {
+            let Some(fs) = fs else { continue };
+            let home = fs.nearest_existing(homes.get(&restriction).map_or(Path::new("/"), |p| p));
+            for pid in fs.procs(path) {
+                if let Err(e) = fs.move_process(pid, &home) {
+                    r.errors.push(e.to_string());
+                }
+            }
+            if let Err(e) = remove_cgroup(fs, path) {
+                r.errors
+                    .push(format!("removing cgroup {}: {e}", path.display()));
+            }
+        }
+        for c in changes {
+            if let Change::Ioprio {
+                thread,
+                previous,
+                applied,
+                ..
+            } = c
+            {
+                if !identity::is_current(thread) {
+                    r.vanished += 1;
+                    continue;
+                }
+                match ioprio::get(thread.id) {
+                    Ok(now) if now == *applied => match ioprio::set(thread.id, *previous) {
+                        Ok(()) => r.restored += 1,
+                        Err(e) => r
+                            .errors
+                            .push(format!("ioprio of thread {}: {e}", thread.id)),
+                    },
+                    Ok(now) => r.kept.push(format!(
+                        "thread {}: ioprio set to {} by someone else, left as is",
+                        thread.id,
+                        ioprio::describe(now)
+                    )),
+                    Err(_) => r.vanished += 1,
+                }
+            }
+        }
+        for c in changes {
+            if let (Change::ControllerEnabled { path, controller }, Some(fs)) = (c, fs) {
+                // Fails harmlessly while other cgroups still use the controller.
+                if let Err(e) = fs.set_controller(path, controller, false) {
+                    tracing::debug!("leaving {controller} enabled in {}: {e}", path.display());
+                }
+            }
+        }
+        r
+    }
+}
+
+/// rmdir of a cgroup fails with EBUSY for a moment after its last process left (zombies).
+fn remove_cgroup(fs: &Cgroupfs, path: &Path) -> std::io::Result<()> {
+    let mut last = Ok(());
+    for _ in 0..20 {
+        last = fs.remove(path);
+        if last.is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    last
+}

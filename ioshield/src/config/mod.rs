@@ -1,0 +1,176 @@
+//! The daemon's configuration: parsed and validated here, consumed as typed values elsewhere.
+//! Works with no file at all; every error names the file, line and key.
+mod file;
+pub mod units;
+
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
+
+use serde::Serialize;
+
+pub use file::ConfigError;
+
+pub const DEFAULT_PATH: &str = "/etc/ioshield/ioshield.toml";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ActionKind {
+    /// The best available: the cgroup action where it can work, else ioprio.
+    Auto,
+    Cgroup,
+    Ioprio,
+    DryRun,
+}
+
+impl ActionKind {
+    fn parse(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "cgroup" => Ok(Self::Cgroup),
+            "ioprio" => Ok(Self::Ioprio),
+            "dry-run" => Ok(Self::DryRun),
+            _ => Err(format!(
+                "`{s}` is not an action (auto, cgroup, ioprio, dry-run)"
+            )),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bandwidth {
+    /// Learned from the kernel's own estimate and the disk's write counters.
+    Auto,
+    BytesPerSec(u64),
+}
+
+impl Serialize for Bandwidth {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Bandwidth::Auto => s.serialize_str("auto"),
+            Bandwidth::BytesPerSec(b) => s.serialize_str(&format!("{b}B/s")),
+        }
+    }
+}
+
+fn ser_duration<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&humantime::format_duration(*d).to_string())
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DaemonConfig {
+    #[serde(serialize_with = "ser_duration")]
+    pub tick: Duration,
+    #[serde(serialize_with = "ser_duration")]
+    pub tau: Duration,
+    pub parent_factor: f64,
+    pub action: ActionKind,
+    pub state_file: PathBuf,
+    /// Whether a session leader (login shell, `systemd --user`) may be chosen as the offender.
+    /// Off by default: demoting a whole login session because one terminal ran `dd` is a bug.
+    pub session_leaders: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Exclude {
+    pub comm: Vec<String>,
+    pub uid: Vec<u32>,
+    /// cgroup v2 paths (as in /proc/PID/cgroup); a process in one of them or below is excluded.
+    pub cgroup: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DevicePolicy {
+    pub bandwidth: Bandwidth,
+    pub restrict_at: f64,
+    pub release_at: f64,
+    #[serde(serialize_with = "ser_duration")]
+    pub hold: Duration,
+    /// Restrict when the disk's dirty backlog would take longer than this to flush (0: off).
+    pub max_flush_seconds: f64,
+    pub action: ActionKind,
+    /// io.max write limit for a restricted offender, as a fraction of the bandwidth.
+    pub limit: f64,
+    /// Optional memory.high for a restricted offender's cgroup, in bytes.
+    pub memory_high: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub exclude: Exclude,
+    /// `[device.default]` merged over the built-in defaults.
+    #[serde(rename = "device_default")]
+    pub default_device: DevicePolicy,
+    /// Per-device sections, keyed as written (`/dev/vdb`, `vdb` or `254:16`).
+    pub devices: Vec<(String, DevicePolicy)>,
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            daemon: DaemonConfig {
+                tick: Duration::from_secs(1),
+                tau: Duration::from_secs(8),
+                parent_factor: 0.7,
+                action: ActionKind::Auto,
+                state_file: PathBuf::from("/run/ioshield/state.json"),
+                session_leaders: false,
+            },
+            exclude: Exclude::default(),
+            default_device: DevicePolicy {
+                bandwidth: Bandwidth::Auto,
+                restrict_at: 0.7,
+                release_at: 0.2,
+                hold: Duration::from_secs(10),
+                max_flush_seconds: 2.0,
+                action: ActionKind::Auto,
+                limit: 0.5,
+                memory_high: None,
+            },
+            devices: Vec::new(),
+            source: None,
+        }
+    }
+}
+
+impl Config {
+    /// `path` given: it must exist. Not given: the default path if it exists, else defaults.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        match path {
+            Some(p) => file::load(p),
+            None if Path::new(DEFAULT_PATH).exists() => file::load(Path::new(DEFAULT_PATH)),
+            None => Ok(Config::default()),
+        }
+    }
+
+    /// The policy for a device section key, or the default policy.
+    pub fn policy_for(&self, key: Option<&str>) -> &DevicePolicy {
+        key.and_then(|k| self.devices.iter().find(|(n, _)| n == k).map(|(_, p)| p))
+            .unwrap_or(&self.default_device)
+    }
+
+    /// The effective configuration as TOML, for `check-config`.
+    pub fn to_toml(&self) -> String {
+        #[derive(Serialize)]
+        struct View<'a> {
+            daemon: &'a DaemonConfig,
+            exclude: &'a Exclude,
+            device: std::collections::BTreeMap<&'a str, &'a DevicePolicy>,
+        }
+        let mut device = std::collections::BTreeMap::new();
+        device.insert("default", &self.default_device);
+        for (k, p) in &self.devices {
+            device.insert(k.as_str(), p);
+        }
+        toml::to_string(&View {
+            daemon: &self.daemon,
+            exclude: &self.exclude,
+            device,
+        })
+        .unwrap_or_else(|e| format!("# cannot show the configuration: {e}\n"))
+    }
+}

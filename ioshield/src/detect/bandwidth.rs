@@ -1,0 +1,62 @@
+//! The write bandwidth each disk is judged against: configured, or learned from the kernel's own
+//! estimate (debugfs bdi stats) and, without debugfs, from the highest rate the disk was seen
+//! writing (/proc/diskstats).
+use std::collections::HashMap;
+
+use crate::{
+    config::Bandwidth,
+    model::sample::Sample,
+    system::{bdi, devices::DevId},
+};
+
+/// What the kernel itself assumes for a disk it has not measured yet (INIT_BW).
+pub const UNMEASURED: f64 = 100e6;
+/// Per-tick decay of the observed peak, so a disk that got slower is noticed within minutes.
+const PEAK_DECAY: f64 = 0.998;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Estimate {
+    pub bytes_per_sec: f64,
+    pub source: &'static str,
+}
+
+#[derive(Default)]
+pub struct BandwidthEstimator {
+    peak: HashMap<DevId, f64>,
+}
+
+impl BandwidthEstimator {
+    pub fn observe(&mut self, sample: &Sample) {
+        let dt = sample.elapsed.as_secs_f64();
+        for (dev, bytes) in &sample.disk_written {
+            let rate = *bytes as f64 / dt;
+            let peak = self.peak.entry(*dev).or_default();
+            *peak = (*peak * PEAK_DECAY).max(rate);
+        }
+    }
+
+    pub fn estimate(&self, dev: DevId, configured: Bandwidth) -> Estimate {
+        if let Bandwidth::BytesPerSec(b) = configured {
+            return Estimate {
+                bytes_per_sec: b as f64,
+                source: "configured",
+            };
+        }
+        if let Some(s) = bdi::stats(dev) {
+            return Estimate {
+                bytes_per_sec: s.write_bandwidth as f64,
+                source: "kernel estimate",
+            };
+        }
+        match self.peak.get(&dev) {
+            Some(&p) if p >= 1e6 => Estimate {
+                bytes_per_sec: p,
+                source: "observed peak",
+            },
+            _ => Estimate {
+                bytes_per_sec: UNMEASURED,
+                source: "not yet measured",
+            },
+        }
+    }
+}

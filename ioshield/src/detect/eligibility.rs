@@ -1,0 +1,65 @@
+//! Who may be chosen as an offender, and who is never touched.
+use std::collections::HashSet;
+
+use crate::{
+    act::cgroup::Cgroupfs,
+    config::Exclude,
+    model::tree::{Node, ProcessTree},
+};
+
+pub struct Eligibility {
+    exclude: Exclude,
+    session_leaders: bool,
+    /// ioshield and its ancestors: demoting the shell or service manager that runs us is wrong.
+    protected: HashSet<u32>,
+}
+
+impl Eligibility {
+    pub fn new(exclude: Exclude, session_leaders: bool, tree: &ProcessTree) -> Self {
+        Self {
+            exclude,
+            session_leaders,
+            protected: tree.ancestry(std::process::id()).collect(),
+        }
+    }
+
+    /// Never touched at all, not even as part of an offender's subtree.
+    pub fn excluded(&self, pid: u32, node: &Node) -> Option<&'static str> {
+        if pid <= 1 {
+            return Some("pid 1");
+        }
+        if node.kernel_thread {
+            return Some("a kernel thread");
+        }
+        if self.protected.contains(&pid) {
+            return Some("ioshield or one of its ancestors");
+        }
+        if self.exclude.comm.contains(&node.comm) {
+            return Some("excluded by comm");
+        }
+        if node.uid.is_some_and(|u| self.exclude.uid.contains(&u)) {
+            return Some("excluded by uid");
+        }
+        if !self.exclude.cgroup.is_empty()
+            && let Some(cg) = Cgroupfs::cgroup_of(pid)
+            && self.exclude.cgroup.iter().any(|e| cg.starts_with(e))
+        {
+            return Some("excluded by cgroup");
+        }
+        None
+    }
+
+    /// May be chosen as the root of a restriction.
+    pub fn choosable(&self, pid: u32, node: &Node) -> Result<(), &'static str> {
+        if node.exited {
+            return Err("exited");
+        }
+        if let Some(why) = self.excluded(pid, node) {
+            return Err(why);
+        }
+        if node.session == pid && !self.session_leaders {
+            return Err("a session leader");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,208 @@
+//! Per-disk hysteresis: restrict when the top subtree's rate passes `restrict_at` of the disk's
+//! bandwidth (or the dirty backlog would take longer than `max_flush_seconds` to flush); release
+//! when the restricted subtree stays under `release_at` for `hold`.
+use std::time::{Duration, Instant};
+
+use crate::config::DevicePolicy;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Candidate {
+    pub pid: u32,
+    pub score: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Trigger {
+    /// Subtree rate over `restrict_at` of bandwidth.
+    Rate,
+    /// Backlog flush time over `max_flush_seconds`, with this offender still adding to it.
+    FlushTime(f64),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decision {
+    Restrict {
+        offender: Candidate,
+        trigger: Trigger,
+    },
+    Release {
+        root: u32,
+        calm_for: Duration,
+    },
+}
+
+#[derive(Clone, Debug)]
+pub struct Held {
+    pub root: u32,
+    calm_since: Option<Instant>,
+}
+
+#[derive(Default, Debug)]
+pub struct DiskState {
+    pub held: Option<Held>,
+}
+
+pub struct Inputs {
+    pub now: Instant,
+    /// Best eligible subtree on this disk.
+    pub offender: Option<Candidate>,
+    /// Current score of the restricted root's subtree (0 if it is gone).
+    pub held_score: f64,
+    /// The restricted root has exited and nothing of its subtree lives.
+    pub held_gone: bool,
+    pub bandwidth: f64,
+    pub flush_seconds: Option<f64>,
+}
+
+impl DiskState {
+    pub fn step(&mut self, i: &Inputs, p: &DevicePolicy) -> Option<Decision> {
+        match &mut self.held {
+            None => {
+                let o = i.offender?;
+                let trigger = if o.score > p.restrict_at * i.bandwidth {
+                    Trigger::Rate
+                } else if p.max_flush_seconds > 0.0
+                    && let Some(f) = i.flush_seconds
+                    && f > p.max_flush_seconds
+                    && o.score > p.release_at * i.bandwidth
+                {
+                    Trigger::FlushTime(f)
+                } else {
+                    return None;
+                };
+                Some(Decision::Restrict {
+                    offender: o,
+                    trigger,
+                })
+            }
+            Some(h) => {
+                if i.held_gone {
+                    return Some(Decision::Release {
+                        root: h.root,
+                        calm_for: Duration::ZERO,
+                    });
+                }
+                if i.held_score >= p.release_at * i.bandwidth {
+                    h.calm_since = None;
+                    return None;
+                }
+                let since = *h.calm_since.get_or_insert(i.now);
+                let calm_for = i.now.duration_since(since);
+                (calm_for >= p.hold).then_some(Decision::Release {
+                    root: h.root,
+                    calm_for,
+                })
+            }
+        }
+    }
+
+    pub fn hold(&mut self, root: u32) {
+        self.held = Some(Held {
+            root,
+            calm_since: None,
+        });
+    }
+
+    pub fn clear(&mut self) {
+        self.held = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn inputs(now: Instant, score: f64, held_score: f64) -> Inputs {
+        Inputs {
+            now,
+            offender: Some(Candidate { pid: 42, score }),
+            held_score,
+            held_gone: false,
+            bandwidth: 30e6,
+            flush_seconds: None,
+        }
+    }
+
+    #[test]
+    fn restricts_over_threshold_and_releases_after_hold() {
+        let p = Config::default().default_device;
+        let mut s = DiskState::default();
+        let t0 = Instant::now();
+        assert_eq!(
+            s.step(&inputs(t0, 20e6, 0.0), &p),
+            None,
+            "20 of 30 MB/s is under 70%"
+        );
+        let d = s.step(&inputs(t0, 22e6, 0.0), &p).unwrap();
+        assert!(matches!(
+            d,
+            Decision::Restrict {
+                trigger: Trigger::Rate,
+                ..
+            }
+        ));
+        s.hold(42);
+        // Still writing at a limited 15 MB/s: above release_at (6 MB/s), stays restricted.
+        assert_eq!(
+            s.step(&inputs(t0 + Duration::from_secs(5), 15e6, 15e6), &p),
+            None
+        );
+        let calm = t0 + Duration::from_secs(6);
+        assert_eq!(s.step(&inputs(calm, 1e6, 1e6), &p), None);
+        assert_eq!(
+            s.step(&inputs(calm + Duration::from_secs(9), 1e6, 1e6), &p),
+            None
+        );
+        // A burst resets the calm period.
+        assert_eq!(
+            s.step(&inputs(calm + Duration::from_secs(9), 9e6, 9e6), &p),
+            None
+        );
+        assert_eq!(
+            s.step(&inputs(calm + Duration::from_secs(15), 1e6, 1e6), &p),
+            None
+        );
+        let d = s
+            .step(&inputs(calm + Duration::from_secs(26), 1e6, 1e6), &p)
+            .unwrap();
+        assert!(matches!(d, Decision::Release { root: 42, .. }));
+    }
+
+    #[test]
+    fn flush_time_trigger_needs_an_active_writer() {
+        let mut p = Config::default().default_device;
+        p.max_flush_seconds = 2.0;
+        let mut s = DiskState::default();
+        let t0 = Instant::now();
+        let mut i = inputs(t0, 10e6, 0.0);
+        i.flush_seconds = Some(5.0);
+        assert!(matches!(
+            s.step(&i, &p),
+            Some(Decision::Restrict {
+                trigger: Trigger::FlushTime(_),
+                ..
+            })
+        ));
+        i.offender = Some(Candidate {
+            pid: 42,
+            score: 1e6,
+        });
+        assert_eq!(
+            s.step(&i, &p),
+            None,
+            "a trickle is not the cause of the backlog"
+        );
+    }
+
+    #[test]
+    fn a_vanished_subtree_is_released_at_once() {
+        let p = Config::default().default_device;
+        let mut s = DiskState::default();
+        let t0 = Instant::now();
+        s.hold(42);
+        let mut i = inputs(t0, 0.0, 0.0);
+        i.held_gone = true;
+        assert!(matches!(s.step(&i, &p), Some(Decision::Release { .. })));
+    }
+}

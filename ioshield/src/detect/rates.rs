@@ -1,0 +1,150 @@
+//! Per-process dirty rates per disk, smoothed with an exponential moving average:
+//! alpha = 1 - e^(-dt/tau), as in the thesis (tau 8 s by default).
+use std::{collections::HashMap, time::Duration};
+
+use crate::{
+    model::{
+        sample::{Lifecycle, Sample},
+        tree::ProcessTree,
+    },
+    system::devices::Disk,
+};
+
+/// Below this a writer is forgotten (bytes/s).
+const NEGLIGIBLE: f64 = 1024.0;
+
+pub struct Rates {
+    tau: Duration,
+    ema: HashMap<(u32, Disk), f64>,
+}
+
+impl Rates {
+    pub fn new(tau: Duration) -> Self {
+        Self {
+            tau,
+            ema: HashMap::new(),
+        }
+    }
+
+    pub fn set_tau(&mut self, tau: Duration) {
+        self.tau = tau;
+    }
+
+    /// Folds one sample in. The tree must already include the sample's lifecycle events: an
+    /// exited process's rate moves to its nearest live ancestor, so a parent that forks a
+    /// short-lived writer per chunk carries all of their rate.
+    pub fn update(&mut self, sample: &Sample, tree: &ProcessTree) {
+        let dt = sample.elapsed.as_secs_f64();
+        let alpha = 1.0 - (-dt / self.tau.as_secs_f64()).exp();
+        let mut instant: HashMap<(u32, Disk), f64> = sample
+            .writes
+            .iter()
+            .map(|(k, d)| (k.clone(), d.dirtied_bytes as f64 / dt))
+            .collect();
+        for (key, value) in &mut self.ema {
+            let x = instant.remove(key).unwrap_or(0.0);
+            *value += alpha * (x - *value);
+        }
+        for (key, x) in instant {
+            self.ema.insert(key, alpha * x);
+        }
+        for event in &sample.lifecycle {
+            if let Lifecycle::Exit { pid, .. } = event {
+                self.bequeath(*pid, tree);
+            }
+        }
+        self.ema.retain(|_, v| *v >= NEGLIGIBLE);
+    }
+
+    fn bequeath(&mut self, pid: u32, tree: &ProcessTree) {
+        let heir = tree
+            .ancestry(pid)
+            .skip(1)
+            .find(|p| tree.get(*p).is_some_and(|n| !n.exited));
+        let keys: Vec<(u32, Disk)> = self
+            .ema
+            .keys()
+            .filter(|(p, _)| *p == pid)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(v) = self.ema.remove(&key) else {
+                continue;
+            };
+            if let Some(heir) = heir {
+                *self.ema.entry((heir, key.1)).or_default() += v;
+            }
+        }
+    }
+
+    pub fn disks(&self) -> Vec<Disk> {
+        let mut d: Vec<Disk> = self.ema.keys().map(|(_, d)| d.clone()).collect();
+        d.sort();
+        d.dedup();
+        d
+    }
+
+    /// Each process's own smoothed rate on `disk`.
+    pub fn on_disk(&self, disk: &Disk) -> HashMap<u32, f64> {
+        self.ema
+            .iter()
+            .filter(|((_, d), _)| d == disk)
+            .map(|((p, _), v)| (*p, *v))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{model::sample::WriteDelta, system::devices::DevId};
+
+    fn disk() -> Disk {
+        Disk {
+            id: DevId {
+                major: 254,
+                minor: 16,
+            },
+            name: Some("vdb".into()),
+        }
+    }
+
+    fn sample(pid: u32, bytes: u64, lifecycle: Vec<Lifecycle>) -> Sample {
+        let mut s = Sample {
+            elapsed: Duration::from_secs(1),
+            lifecycle,
+            ..Sample::default()
+        };
+        if bytes > 0 {
+            s.writes.insert(
+                (pid, disk()),
+                WriteDelta {
+                    dirtied_bytes: bytes,
+                    ..WriteDelta::default()
+                },
+            );
+        }
+        s
+    }
+
+    #[test]
+    fn converges_with_the_thesis_time_constant() {
+        let mut r = Rates::new(Duration::from_secs(8));
+        let tree = ProcessTree::default();
+        r.update(&sample(7, 100_000_000, vec![]), &tree);
+        let first = r.on_disk(&disk())[&7];
+        let alpha = 1.0 - (-1.0f64 / 8.0).exp();
+        assert!((first - alpha * 1e8).abs() < 1.0);
+        for _ in 0..40 {
+            r.update(&sample(7, 100_000_000, vec![]), &tree);
+        }
+        assert!((r.on_disk(&disk())[&7] - 1e8).abs() < 1e6);
+        for _ in 0..200 {
+            r.update(&sample(7, 0, vec![]), &tree);
+        }
+        assert!(
+            r.on_disk(&disk()).is_empty(),
+            "a silent writer is forgotten"
+        );
+    }
+}

@@ -1,0 +1,160 @@
+//! The journal of changes: every change ioshield makes to the system is written here *before* it
+//! is made, with what to restore and an identity that survives pid reuse. A restarted daemon reads
+//! what a crashed (or SIGKILLed) one left and undoes it.
+use std::{
+    io::Write as _,
+    path::{Path, PathBuf},
+};
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+/// A process or thread as it was when we changed it: the id plus its start time (clock ticks
+/// since boot), so a recycled id is never mistaken for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Identity {
+    pub id: u32,
+    pub start_time: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    /// A thread's I/O priority was set to `applied`; restore `previous` unless someone else changed
+    /// it meanwhile.
+    Ioprio {
+        restriction: u64,
+        thread: Identity,
+        previous: u16,
+        applied: u16,
+    },
+    /// A cgroup ioshield created (and must remove).
+    CgroupCreated { restriction: u64, path: PathBuf },
+    /// A controller ioshield enabled in a cgroup's `cgroup.subtree_control`.
+    ControllerEnabled { path: PathBuf, controller: String },
+    /// A process moved from cgroup `from` into `to`.
+    CgroupMove {
+        restriction: u64,
+        process: Identity,
+        from: PathBuf,
+        to: PathBuf,
+    },
+}
+
+impl Change {
+    pub fn restriction(&self) -> Option<u64> {
+        match self {
+            Change::Ioprio { restriction, .. }
+            | Change::CgroupCreated { restriction, .. }
+            | Change::CgroupMove { restriction, .. } => Some(*restriction),
+            Change::ControllerEnabled { .. } => None,
+        }
+    }
+}
+
+#[derive(Default, Serialize, Deserialize)]
+struct State {
+    changes: Vec<Change>,
+}
+
+pub struct Journal {
+    path: PathBuf,
+    state: State,
+}
+
+impl Journal {
+    /// Opens the journal at `path`, returning it empty plus whatever a previous instance left.
+    pub fn open(path: &Path) -> Result<(Journal, Vec<Change>)> {
+        let leftovers = match std::fs::read_to_string(path) {
+            Ok(text) => {
+                serde_json::from_str::<State>(&text)
+                    .with_context(|| format!("state file {} is corrupt", path.display()))?
+                    .changes
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("creating state directory {}", dir.display()))?;
+        }
+        let journal = Journal {
+            path: path.to_path_buf(),
+            // Keep the leftovers on disk until they are undone: a crash during recovery must not
+            // forget them.
+            state: State {
+                changes: leftovers.clone(),
+            },
+        };
+        Ok((journal, leftovers))
+    }
+
+    pub fn changes(&self) -> &[Change] {
+        &self.state.changes
+    }
+
+    /// Records `change` durably; only then may the caller make it.
+    pub fn record(&mut self, change: Change) -> Result<()> {
+        self.state.changes.push(change);
+        self.persist()
+    }
+
+    /// Forgets changes that were undone (or never happened).
+    pub fn forget(&mut self, undone: impl Fn(&Change) -> bool) -> Result<()> {
+        let before = self.state.changes.len();
+        self.state.changes.retain(|c| !undone(c));
+        if self.state.changes.len() != before {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    fn persist(&self) -> Result<()> {
+        let tmp = self.path.with_extension("tmp");
+        let mut f = std::fs::File::create(&tmp)
+            .with_context(|| format!("writing state file {}", tmp.display()))?;
+        f.write_all(serde_json::to_string_pretty(&self.state)?.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &self.path)
+            .with_context(|| format!("replacing state file {}", self.path.display()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_survive_a_restart_until_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/state.json");
+        let (mut j, left) = Journal::open(&path).unwrap();
+        assert!(left.is_empty());
+        let change = Change::Ioprio {
+            restriction: 1,
+            thread: Identity {
+                id: 42,
+                start_time: 7,
+            },
+            previous: 0,
+            applied: 3 << 13,
+        };
+        j.record(change.clone()).unwrap();
+        drop(j);
+        let (mut j, left) = Journal::open(&path).unwrap();
+        assert_eq!(left, vec![change]);
+        j.forget(|c| c.restriction() == Some(1)).unwrap();
+        let (_, left) = Journal::open(&path).unwrap();
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn a_corrupt_state_file_is_an_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{not json").unwrap();
+        let e = Journal::open(&path).err().unwrap();
+        assert!(format!("{e:#}").contains("state.json"));
+    }
+}

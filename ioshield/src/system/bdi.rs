@@ -1,0 +1,44 @@
+//! The kernel's own per-device writeback figures from debugfs (`/sys/kernel/debug/bdi/M:m/stats`):
+//! its write bandwidth estimate and the device's dirty backlog.
+use super::devices::DevId;
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BdiStats {
+    pub write_bandwidth: u64,
+    /// Dirty (not yet under writeback) plus writeback bytes for this device.
+    pub backlog: u64,
+}
+
+pub fn stats(dev: DevId) -> Option<BdiStats> {
+    let text = std::fs::read_to_string(format!("/sys/kernel/debug/bdi/{dev}/stats")).ok()?;
+    parse(&text)
+}
+
+fn parse(text: &str) -> Option<BdiStats> {
+    let kib = |key: &str| -> Option<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(|v| v * 1024)
+    };
+    Some(BdiStats {
+        write_bandwidth: kib("BdiWriteBandwidth:")?,
+        backlog: kib("BdiReclaimable:")? + kib("BdiWriteback:")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_debugfs_stats() {
+        let s = super::parse(
+            "BdiWriteback:                8 kB\nBdiReclaimable:           4168 kB\n\
+             BdiWriteBandwidth:       57928 kBps\n",
+        )
+        .unwrap();
+        assert_eq!(s.write_bandwidth, 57928 * 1024);
+        assert_eq!(s.backlog, (4168 + 8) * 1024);
+        assert!(super::parse("nothing").is_none());
+    }
+}

@@ -1,0 +1,132 @@
+//! The innocent loads: each does a tiny bit of work, sleeps a fixed time, and notes when the
+//! cycle ended. Any extra time is a stall caused by someone else.
+use std::{
+    fs::{self, File, OpenOptions},
+    io::Write as _,
+    path::{Path, PathBuf},
+    thread,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result};
+
+use super::{clock, record::LoadRecord};
+
+/// The thesis's loads and their sleeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Innocent {
+    /// Sleeps 50 ms: no I/O, so its pauses are CPU and timer noise (subtract them).
+    Control,
+    /// Writes 6 bytes to a file kept open, sleeps 50 ms: stalls on inode/journal updates.
+    Write,
+    /// Creates a new file, writes to it, closes it, sleeps 100 ms: stalls on the journal too, and
+    /// suffers most in the thesis (openat).
+    Multiwrite,
+}
+
+impl Innocent {
+    pub fn name(self) -> &'static str {
+        match self {
+            Innocent::Control => "control",
+            Innocent::Write => "write",
+            Innocent::Multiwrite => "multiwrite",
+        }
+    }
+
+    pub fn nominal(self) -> Duration {
+        match self {
+            Innocent::Control | Innocent::Write => Duration::from_millis(50),
+            Innocent::Multiwrite => Duration::from_millis(100),
+        }
+    }
+}
+
+const PAYLOAD: &[u8] = b"hello\n";
+
+/// Runs `load` for `duration` (or until SIGTERM) in `dir`, which the write loads write into.
+pub fn run(load: Innocent, duration: Duration, dir: &Path) -> Result<LoadRecord> {
+    let mut work = Work::open(load, dir)?;
+    let nominal = load.nominal();
+    let start = clock::now();
+    let deadline = start + duration.as_secs_f64();
+    let mut ends = Vec::with_capacity((duration.as_millis() / nominal.as_millis()) as usize + 16);
+    while !clock::stop_requested() {
+        work.cycle()?;
+        thread::sleep(nominal);
+        let end = clock::now();
+        ends.push(end);
+        if end >= deadline {
+            break;
+        }
+    }
+    Ok(LoadRecord::new(
+        load.name(),
+        nominal.as_secs_f64(),
+        start,
+        ends,
+        work.bytes,
+    ))
+}
+
+/// One cycle's I/O, with what it needs kept between cycles.
+struct Work {
+    load: Innocent,
+    open_file: Option<File>,
+    dir: PathBuf,
+    created: u64,
+    bytes: u64,
+}
+
+impl Work {
+    fn open(load: Innocent, dir: &Path) -> Result<Self> {
+        let open_file = match load {
+            Innocent::Write => {
+                let path = dir.join(format!("write-{}.log", std::process::id()));
+                Some(
+                    OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)
+                        .with_context(|| format!("opening {}", path.display()))?,
+                )
+            }
+            _ => None,
+        };
+        let dir = match load {
+            Innocent::Multiwrite => {
+                let d = dir.join(format!("multiwrite-{}", std::process::id()));
+                fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+                d
+            }
+            _ => dir.to_path_buf(),
+        };
+        Ok(Work {
+            load,
+            open_file,
+            dir,
+            created: 0,
+            bytes: 0,
+        })
+    }
+
+    fn cycle(&mut self) -> Result<()> {
+        match self.load {
+            Innocent::Control => {}
+            Innocent::Write => {
+                let f = self.open_file.as_mut().expect("opened for the write load");
+                f.write_all(PAYLOAD).context("write load")?;
+                self.bytes += PAYLOAD.len() as u64;
+            }
+            Innocent::Multiwrite => {
+                let path = self.dir.join(format!("f{}", self.created));
+                let mut f =
+                    File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+                f.write_all(PAYLOAD).context("multiwrite load")?;
+                drop(f);
+                self.created += 1;
+                self.bytes += PAYLOAD.len() as u64;
+            }
+        }
+        Ok(())
+    }
+}

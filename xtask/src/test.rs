@@ -1,0 +1,55 @@
+//! `cargo xtask test`: every check, in the order that fails fastest.
+use anyhow::Result;
+
+use crate::cmd::{cargo, command, run, workspace_root};
+
+pub fn run_all(lint: bool, filter: Option<&str>) -> Result<()> {
+    if lint {
+        cargo(&["fmt", "--all", "--", "--check"])?;
+        cargo(&[
+            "clippy",
+            "--workspace",
+            "--exclude",
+            "ioshield-ebpf",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ])?;
+        // The BPF crate only builds for the BPF target's rules (no unwinding).
+        run(command("cargo").args([
+            "+nightly",
+            "clippy",
+            "--package",
+            "ioshield-ebpf",
+            "--",
+            "-C",
+            "panic=abort",
+            "-Zpanic_abort_tests",
+            "-D",
+            "warnings",
+        ]))?;
+    }
+    cargo(&[
+        "build",
+        "--package",
+        "ioshield",
+        "--package",
+        "ioshield-tests",
+    ])?;
+    let bin = workspace_root().join("target/debug/ioshield");
+    // Integration tests load BPF programs and run real writers: one at a time, so one test's
+    // writer does not slow down or throttle another's.
+    let mut args = vec![
+        "test",
+        "--workspace",
+        "--exclude",
+        "ioshield-ebpf",
+        "--",
+        "--test-threads=1",
+    ];
+    if let Some(f) = filter {
+        args.push(f);
+    }
+    run(command(env!("CARGO")).env("IOSHIELD_BIN", bin).args(&args))
+}

@@ -1,0 +1,56 @@
+#!/bin/busybox sh
+# /init of the test VM (built by xtask/src/vm/initramfs.rs). Prepares the machine the way
+# facts.md §4 describes, runs /scenario.sh, saves $RESULTS as a tar on the `results` disk and
+# powers off. Lines starting with "ioshield-vm:" are read by the host; keep them stable.
+/bin/busybox --install -s /bin
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+echo "ioshield-vm: init started"
+mount -t tracefs tracefs /sys/kernel/tracing
+mount -t debugfs debugfs /sys/kernel/debug
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+mkdir -p /tmp /results
+mount -t tmpfs tmp /tmp
+echo "+io +memory" > /sys/fs/cgroup/cgroup.subtree_control
+
+while read -r m; do
+    insmod "/lib/modules/$m" || echo "ioshield-vm: insmod $m failed"
+done < /etc/vm-modules
+
+# Disks are named by their virtio serial, not by probe order.
+disk_by_serial() {
+    for s in /sys/block/vd*/serial; do
+        [ -e "$s" ] && [ "$(cat "$s")" = "$1" ] && { d=${s%/serial}; echo "/dev/${d##*/}"; return 0; }
+    done
+    return 1
+}
+for _ in $(seq 100); do
+    DATA_DEV=$(disk_by_serial data) && RESULTS_DEV=$(disk_by_serial results) && break
+    sleep 0.1
+done
+if [ -z "$DATA_DEV" ] || [ -z "$RESULTS_DEV" ]; then
+    echo "ioshield-vm: data or results disk missing"
+    poweroff -n -f
+fi
+
+mkdir -p /mnt/data
+# noinit_itable: the host made the file system on a fresh (zero) image, so the background
+# inode-table zeroing would only add I/O that competes with the scenario.
+mount -t ext4 -o noinit_itable "$DATA_DEV" /mnt/data || echo "ioshield-vm: mounting $DATA_DEV failed"
+
+export DATA=/mnt/data RESULTS=/results DATA_DEV RESULTS_DEV KERNEL="$(uname -r)" HOME=/tmp
+[ -f /etc/vm-env ] && . /etc/vm-env
+echo "ioshield-vm: kernel $KERNEL data $DATA_DEV scheduler $(cat /sys/block/${DATA_DEV#/dev/}/queue/scheduler)"
+echo "$DATA_DEV" > "$RESULTS/data-dev"
+echo "$KERNEL" > "$RESULTS/kernel"
+echo "ioshield-vm: scenario start"
+( cd /tmp && sh /scenario.sh; echo $? > /tmp/status ) 2>&1 | tee "$RESULTS/scenario.log"
+status=$(cat /tmp/status)
+echo "$status" > "$RESULTS/exit-status"
+dmesg > "$RESULTS/dmesg.txt"
+# Only the results disk is flushed: a global sync would wait for the offender's backlog.
+tar -cf - -C "$RESULTS" . | dd of="$RESULTS_DEV" bs=1M conv=fsync 2>/dev/null
+echo "ioshield-vm: scenario done status=$status"
+poweroff -n -f

@@ -1,0 +1,93 @@
+//! `cargo xtask vm`: boots Debian kernels under qemu with a slow disk and runs a scenario script
+//! against the real ioshield (facts.md §4), so behaviour can be checked on kernels other than the
+//! host's.
+mod ci;
+mod disks;
+mod initramfs;
+mod kernels;
+mod modules;
+mod qemu;
+mod scenario;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+#[derive(Subcommand)]
+pub enum VmCommand {
+    /// Boot each kernel and run a scenario script; results go to OUT/<kernel>/.
+    Run {
+        /// Kernel series, e.g. `6.1`, `6.12` (repeat or comma-separate; default: all known).
+        #[arg(long, value_delimiter = ',')]
+        kernel: Vec<String>,
+        /// Shell script run by the guest's busybox sh, e.g. tests/vm/stall.sh.
+        #[arg(long)]
+        script: PathBuf,
+        /// Directory for console logs and the guest's $RESULTS.
+        #[arg(long)]
+        out: PathBuf,
+        /// `KEY=VALUE` exported to the script (repeatable), e.g. `--env SCENARIO=oracle`.
+        #[arg(long, short)]
+        env: Vec<String>,
+        /// Kill the guest after this many seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Do not copy the guest's console to stdout.
+        #[arg(long, short)]
+        quiet: bool,
+    },
+    /// Short functional check on each kernel: smoke test, then stall runs compared.
+    Ci {
+        #[arg(long, value_delimiter = ',')]
+        kernel: Vec<String>,
+        /// Where to keep each run's logs and results.
+        #[arg(long, default_value = "target/vm-ci")]
+        out: PathBuf,
+    },
+}
+
+pub fn main(cmd: VmCommand) -> Result<()> {
+    match cmd {
+        VmCommand::Run {
+            kernel,
+            script,
+            out,
+            env,
+            timeout,
+            quiet,
+        } => {
+            let guest = scenario::Guest::prepare()?;
+            for series in or_all(kernel) {
+                let run = scenario::Run {
+                    series: &series,
+                    script: &script,
+                    out: &out.join(&series),
+                    env: &env,
+                    timeout: std::time::Duration::from_secs(timeout),
+                    echo: !quiet,
+                };
+                let done = guest.run(&run)?;
+                eprintln!(
+                    "xtask: vm {series}: scenario exit {} in {:.0}s, results in {}",
+                    done.status,
+                    done.wall.as_secs_f64(),
+                    done.results.display()
+                );
+                if done.status != 0 {
+                    anyhow::bail!("scenario {} failed on {series}", script.display());
+                }
+            }
+            Ok(())
+        }
+        VmCommand::Ci { kernel, out } => ci::run(&or_all(kernel), &out),
+    }
+}
+
+fn or_all(kernels: Vec<String>) -> Vec<String> {
+    if kernels.is_empty() {
+        kernels::all_series()
+    } else {
+        kernels
+    }
+}
