@@ -82,6 +82,7 @@ case $SCENARIO in
     *) $offender 2>> "$RESULTS/loads.log" & ;;
 esac
 pids="$pids $!"
+echo "stall: offender pid $!, $(ionice -p "$!")"
 
 failed=0
 for p in $pids; do

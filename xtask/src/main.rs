@@ -1,6 +1,7 @@
 //! Developer tasks: `cargo xtask setup | build | run | test`. Each task installs what it needs
 //! first (idempotently), so the README's two commands work on a fresh machine.
 mod cmd;
+mod measure;
 mod setup;
 mod test;
 mod vm;
@@ -34,11 +35,27 @@ enum Task {
         /// Only run tests whose name contains this.
         filter: Option<String>,
     },
+    /// Measure the BPF programs' cost per event or the daemon's CPU and memory.
+    Measure {
+        #[command(subcommand)]
+        what: Measure,
+        /// Repeats (probe-cost) or seconds per phase (daemon-cost).
+        #[arg(long, default_value_t = 5, global = true)]
+        n: u64,
+    },
     /// Boot Debian kernels under qemu with a slow disk and run scenarios (see tests/vm/).
     Vm {
         #[command(subcommand)]
         cmd: vm::VmCommand,
     },
+}
+
+#[derive(Subcommand)]
+enum Measure {
+    /// run_time_ns / run_cnt of each BPF program under a writer and a fork burst.
+    ProbeCost,
+    /// The daemon's CPU per hour and RSS, idle and under a heavy writer.
+    DaemonCost,
 }
 
 fn main() {
@@ -51,6 +68,14 @@ fn main() {
             setup::ensure().and_then(|()| test::run_all(!no_lint, filter.as_deref()))
         }
         Task::Vm { cmd } => vm::main(cmd),
+        Task::Measure { what, n } => {
+            setup::ensure()
+                .and_then(|()| build_release())
+                .and_then(|()| match what {
+                    Measure::ProbeCost => measure::probe_cost(n as usize),
+                    Measure::DaemonCost => measure::daemon_cost(n),
+                })
+        }
     };
     if let Err(e) = result {
         eprintln!("xtask: {e:#}");

@@ -31,6 +31,10 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let mut sighup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
 
     let mut probe = Probe::start()?;
+    // Parsing the kernel's BTF for offsets takes tens of MB that are free again now; hand them
+    // back so a long-running daemon's RSS reflects what it uses.
+    // SAFETY: glibc call with no preconditions.
+    unsafe { libc::malloc_trim(0) };
     let mut tree = ProcessTree::from_proc();
     let mut engine = Engine::new(config, &tree, cgroupfs);
     tracing::info!(features = ?probe.features(), "probes attached");

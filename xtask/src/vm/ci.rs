@@ -25,7 +25,7 @@ const MAX_MITIGATED_RATIO: f64 = 0.5;
 
 pub fn run(kernels: &[String], out: &Path) -> Result<()> {
     let started = Instant::now();
-    let guest = Guest::prepare()?;
+    let guest = Guest::prepare(None)?;
     let daemon = guest.has_daemon();
     let root = workspace_root();
     let script = |name: &str| root.join("tests/vm").join(name);

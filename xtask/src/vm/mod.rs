@@ -36,6 +36,9 @@ pub enum VmCommand {
         /// Do not copy the guest's console to stdout.
         #[arg(long, short)]
         quiet: bool,
+        /// Put this ioshield binary in the guest instead of building the workspace's.
+        #[arg(long)]
+        ioshield: Option<PathBuf>,
     },
     /// Short functional check on each kernel: smoke test, then stall runs compared.
     Ci {
@@ -56,8 +59,9 @@ pub fn main(cmd: VmCommand) -> Result<()> {
             env,
             timeout,
             quiet,
+            ioshield,
         } => {
-            let guest = scenario::Guest::prepare()?;
+            let guest = scenario::Guest::prepare(ioshield.as_deref())?;
             for series in or_all(kernel) {
                 let run = scenario::Run {
                     series: &series,

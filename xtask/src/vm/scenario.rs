@@ -46,26 +46,46 @@ pub struct Done {
 }
 
 impl Guest {
-    pub fn prepare() -> Result<Guest> {
+    /// `ioshield`: a prebuilt binary to test instead of this workspace's release build.
+    pub fn prepare(ioshield: Option<&Path>) -> Result<Guest> {
         setup::apt_install(HOST_PACKAGES)?;
-        // ioshield's build embeds the BPF object, which needs the toolchain from setup.
-        setup::ensure()?;
-        cargo(&[
-            "build",
-            "--release",
-            "--package",
-            "ioshield",
-            "--package",
-            "ioshield-tests",
-            "--bin",
-            "ioshield",
-            "--bin",
-            "ioshield-load",
-        ])?;
         let root = workspace_root();
         let release = root.join("target/release");
+        let ioshield = match ioshield {
+            Some(bin) => {
+                cargo(&[
+                    "build",
+                    "--release",
+                    "--package",
+                    "ioshield-tests",
+                    "--bin",
+                    "ioshield-load",
+                ])?;
+                bin.to_path_buf()
+            }
+            None => {
+                // ioshield's build embeds the BPF object, which needs the toolchain from setup.
+                setup::ensure()?;
+                cargo(&[
+                    "build",
+                    "--release",
+                    "--package",
+                    "ioshield",
+                    "--package",
+                    "ioshield-tests",
+                    "--bin",
+                    "ioshield",
+                    "--bin",
+                    "ioshield-load",
+                ])?;
+                release.join("ioshield")
+            }
+        };
+        if !ioshield.is_file() {
+            anyhow::bail!("{} does not exist", ioshield.display());
+        }
         Ok(Guest {
-            binaries: vec![release.join("ioshield"), release.join("ioshield-load")],
+            binaries: vec![ioshield, release.join("ioshield-load")],
             cache: root.join("target/vm-cache"),
         })
     }
