@@ -16,10 +16,13 @@ use crate::{
 #[raw_tracepoint(tracepoint = "sched_process_fork")]
 pub fn process_fork(ctx: RawTracePointContext) -> i32 {
     let child: u64 = ctx.arg(1);
-    let (Some(pid), Some(tgid)) = (
-        read::<i32>(child, TASK_PID_OFF.load()),
-        read::<i32>(child, TASK_TGID_OFF.load()),
-    ) else {
+    // One read at a time: with both in a tuple, LLVM reads the first value only on success and
+    // 6.1's verifier, which cannot carry `ret != 0` across branches, rejects the path as reading
+    // an uninitialised register.
+    let Some(pid) = read::<i32>(child, TASK_PID_OFF.load()) else {
+        return 0;
+    };
+    let Some(tgid) = read::<i32>(child, TASK_TGID_OFF.load()) else {
         return 0;
     };
     if pid != tgid {

@@ -56,8 +56,9 @@ TOML
     daemon=$!
     sleep "$DAEMON_SETTLE"
     if ! kill -0 "$daemon" 2> /dev/null; then
-        echo "stall: ioshield daemon exited early:"
         cat "$RESULTS/daemon.log"
+        # Last, so that the host can quote it as the reason.
+        echo "stall: ioshield daemon exited early: $(head -n 1 "$RESULTS/daemon.log" | cut -c1-200)"
         exit 3
     fi
 fi
