@@ -352,3 +352,77 @@ fn config_errors_are_one_line_naming_file_line_and_key() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("[device.\"/dev/nosuchdisk\"]"));
 }
+
+#[test]
+fn status_and_metrics_show_the_offender() {
+    let dir = scratch();
+    let port = 19000 + (std::process::id() % 1000) as u16;
+    let textfile = dir.path().join("ioshield.prom");
+    let mut daemon = Daemon::start(
+        dir.path(),
+        &format!(
+            "{CONFIG}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\ntextfile = \"{}\"\n",
+            textfile.display()
+        ),
+    );
+    let mut w = writer(dir.path(), 150.0, 6.0, 1, 0.0);
+    let pid = w.id();
+    assert!(
+        daemon
+            .wait_log("restrict pid", Duration::from_secs(5))
+            .is_some()
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+
+    let out = run(ioshield()
+        .args(["status", "--json", "--socket"])
+        .arg(&daemon.socket));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let offender = status["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|d| d["offender"].as_object().cloned())
+        .expect("an offender in status");
+    assert_eq!(offender["pid"].as_u64(), Some(pid as u64));
+    assert_eq!(offender["action"], "ioprio idle");
+    assert!(
+        status["recent_decisions"][0]["message"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("restrict pid {pid}"))
+    );
+    assert_eq!(status["features"]["dirty_mode"], "folio-bytes");
+    let human = run(ioshield().args(["status", "--socket"]).arg(&daemon.socket));
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains(&format!("restricted: pid {pid} (python3)")),
+        "{text}"
+    );
+
+    let restrict = "ioshield_actions_total{action=\"restrict\",method=\"ioprio\",result=\"ok\"} 1";
+    let file = std::fs::read_to_string(&textfile).unwrap();
+    assert!(file.contains(restrict), "{file}");
+    assert!(file.contains("ioshield_offenders{device=\"/dev/"), "{file}");
+    let mut http = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    std::io::Read::read_to_string(&mut http, &mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(
+        body.contains(restrict) && body.contains("ioshield_dirtied_bytes_total"),
+        "{body}"
+    );
+    w.kill().unwrap();
+    w.wait().unwrap();
+    let socket = daemon.socket.clone();
+    drop(daemon);
+    let out = run(ioshield().args(["status", "--socket"]).arg(&socket));
+    let line = one_line_failure(&out);
+    assert!(line.contains("cannot reach the daemon"), "{line}");
+}

@@ -41,6 +41,8 @@ struct RawConfig {
     #[serde(default)]
     exclude: RawExclude,
     #[serde(default)]
+    metrics: RawMetrics,
+    #[serde(default)]
     device: BTreeMap<String, RawDevice>,
 }
 
@@ -52,6 +54,7 @@ struct RawDaemon {
     parent_factor: Option<Spanned<f64>>,
     action: Option<Spanned<String>>,
     state_file: Option<Spanned<String>>,
+    socket: Option<Spanned<String>>,
     session_leaders: Option<bool>,
 }
 
@@ -64,6 +67,13 @@ struct RawExclude {
     uid: Vec<u32>,
     #[serde(default)]
     cgroup: Vec<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawMetrics {
+    listen: Option<Spanned<String>>,
+    textfile: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default, Clone)]
@@ -174,15 +184,31 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
         config.daemon.action = v;
         config.default_device.action = v;
     }
-    if let Some(v) = ctx.value(&d.state_file, "daemon.state_file", |s: &String| {
+    let absolute = |s: &String| {
         if Path::new(s).is_absolute() {
-            Ok(s.into())
+            Ok(std::path::PathBuf::from(s))
         } else {
             Err(format!("`{s}` is not an absolute path"))
         }
-    })? {
+    };
+    if let Some(v) = ctx.value(&d.state_file, "daemon.state_file", absolute)? {
         config.daemon.state_file = v;
     }
+    if let Some(v) = ctx.value(&d.socket, "daemon.socket", absolute)? {
+        config.daemon.socket = v;
+    }
+    config.metrics.textfile = ctx.value(&raw.metrics.textfile, "metrics.textfile", absolute)?;
+    config.metrics.listen = ctx.value(&raw.metrics.listen, "metrics.listen", |s: &String| {
+        let addr: std::net::SocketAddr = s
+            .parse()
+            .map_err(|_| format!("`{s}` is not an address like \"127.0.0.1:9814\""))?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "`{s}` is not a loopback address; metrics stay on this host"
+            ));
+        }
+        Ok(addr)
+    })?;
     if let Some(v) = d.session_leaders {
         config.daemon.session_leaders = v;
     }
@@ -338,6 +364,7 @@ action = "cgroup"
         )
         .unwrap();
         assert_eq!(c.exclude.comm, vec!["sshd"]);
+        assert_eq!(c.metrics, super::super::Metrics::default());
         let vdb = c.policy_for(Some("/dev/vdb"));
         assert_eq!(vdb.bandwidth, Bandwidth::BytesPerSec(30_000_000));
         assert_eq!(vdb.action, ActionKind::Cgroup);
@@ -358,7 +385,7 @@ action = "cgroup"
         assert_eq!(
             err("[daemon]\ntick = \"1s\"\nbogus = 3\n"),
             "/etc/ioshield/ioshield.toml:3: unknown field `bogus`, expected one of `tick`, `tau`, \
-             `parent_factor`, `action`, `state_file`, `session_leaders`"
+             `parent_factor`, `action`, `state_file`, `socket`, `session_leaders`"
         );
         assert_eq!(
             err("[device.default]\nrestrict_at = 0.5\nrelease_at = 0.6\n"),
@@ -377,6 +404,11 @@ action = "cgroup"
         );
         let e = err("[daemon]\nparent_factor = \"high\"\n");
         assert!(e.starts_with("/etc/ioshield/ioshield.toml:2:"), "{e}");
+        let e = err("[metrics]\nlisten = \"0.0.0.0:9814\"\n");
+        assert!(
+            e.starts_with("/etc/ioshield/ioshield.toml:2: metrics.listen:"),
+            "{e}"
+        );
         let e = err("[daemon]\naction = \"kill\"\n");
         assert!(e.contains("daemon.action") && e.contains("kill"), "{e}");
     }

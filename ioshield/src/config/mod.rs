@@ -67,6 +67,8 @@ pub struct DaemonConfig {
     pub parent_factor: f64,
     pub action: ActionKind,
     pub state_file: PathBuf,
+    /// Root-only Unix socket `ioshield status` talks to.
+    pub socket: PathBuf,
     /// Whether a session leader (login shell, `systemd --user`) may be chosen as the offender.
     /// Off by default: demoting a whole login session because one terminal ran `dd` is a bug.
     pub session_leaders: bool,
@@ -96,10 +98,22 @@ pub struct DevicePolicy {
     pub memory_high: Option<u64>,
 }
 
+/// Prometheus metrics: off unless one of these is set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Metrics {
+    /// A loopback address to serve `/metrics` on, e.g. `127.0.0.1:9814`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// A file for node_exporter's textfile collector, rewritten every tick.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub textfile: Option<PathBuf>,
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Config {
     pub daemon: DaemonConfig,
     pub exclude: Exclude,
+    pub metrics: Metrics,
     /// `[device.default]` merged over the built-in defaults.
     #[serde(rename = "device_default")]
     pub default_device: DevicePolicy,
@@ -118,9 +132,11 @@ impl Default for Config {
                 parent_factor: 0.7,
                 action: ActionKind::Auto,
                 state_file: PathBuf::from("/run/ioshield/state.json"),
+                socket: PathBuf::from("/run/ioshield/ioshield.sock"),
                 session_leaders: false,
             },
             exclude: Exclude::default(),
+            metrics: Metrics::default(),
             default_device: DevicePolicy {
                 bandwidth: Bandwidth::Auto,
                 restrict_at: 0.7,
@@ -159,6 +175,7 @@ impl Config {
         struct View<'a> {
             daemon: &'a DaemonConfig,
             exclude: &'a Exclude,
+            metrics: &'a Metrics,
             device: std::collections::BTreeMap<&'a str, &'a DevicePolicy>,
         }
         let mut device = std::collections::BTreeMap::new();
@@ -169,6 +186,7 @@ impl Config {
         toml::to_string(&View {
             daemon: &self.daemon,
             exclude: &self.exclude,
+            metrics: &self.metrics,
             device,
         })
         .unwrap_or_else(|e| format!("# cannot show the configuration: {e}\n"))

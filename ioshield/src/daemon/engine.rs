@@ -6,12 +6,16 @@ use std::{
 
 use anyhow::Result;
 
-use super::ratelimit::RateLimit;
+use super::{
+    metrics::{ActionLabel, DeviceLabel, LostLabel, Metrics},
+    ratelimit::RateLimit,
+    status::{DecisionRecord, DeviceStatus, OffenderStatus, Status},
+};
 use crate::{
     act::{Actuator, CgroupLimits, Method, cgroup::Cgroupfs},
     config::{ActionKind, Config, DevicePolicy, units::show_rate},
     detect::{
-        bandwidth::BandwidthEstimator,
+        bandwidth::{BandwidthEstimator, Estimate},
         eligibility::Eligibility,
         policy::{Candidate, Decision, DiskState, Inputs, Trigger},
         rates::Rates,
@@ -26,13 +30,32 @@ use crate::{
 
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
+/// Decisions kept for `ioshield status`.
+const RECENT: usize = 20;
+
+struct Offender {
+    pid: u32,
+    comm: String,
+    since: Instant,
+    action: String,
+}
 
 #[derive(Default)]
 struct DiskRuntime {
     state: DiskState,
     restriction: Option<u64>,
+    offender: Option<Offender>,
     method: Option<Method>,
+    bandwidth: Option<Estimate>,
     bandwidth_logged: Option<f64>,
+}
+
+fn method_label(m: &Method) -> &'static str {
+    match m {
+        Method::Ioprio => "ioprio",
+        Method::Cgroup(_) => "cgroup",
+        Method::DryRun => "dry-run",
+    }
 }
 
 pub struct Engine {
@@ -48,6 +71,9 @@ pub struct Engine {
     disks: HashMap<Disk, DiskRuntime>,
     limit: RateLimit,
     ticks: u64,
+    started: Instant,
+    recent: std::collections::VecDeque<DecisionRecord>,
+    pub metrics: Metrics,
 }
 
 impl Engine {
@@ -68,6 +94,9 @@ impl Engine {
             disks: HashMap::new(),
             limit: RateLimit::new(Duration::from_secs(60)),
             ticks: 0,
+            started: Instant::now(),
+            recent: std::collections::VecDeque::new(),
+            metrics: Metrics::new(),
         };
         e.resolve_sections(true);
         e
@@ -157,6 +186,33 @@ impl Engine {
                 lost.lifecycle_events_dropped
             );
         }
+        for (kind, n) in [
+            ("counter_map_full", lost.counter_map_full),
+            ("lifecycle_dropped", lost.lifecycle_events_dropped),
+            ("kernel_read_failed", lost.kernel_reads_failed),
+        ] {
+            self.metrics
+                .lost
+                .get_or_create(&LostLabel { kind: kind.into() })
+                .inc_by(n);
+        }
+        for ((_, disk), delta) in &sample.writes {
+            let label = DeviceLabel {
+                device: disk.label(),
+            };
+            self.metrics
+                .dirtied_bytes
+                .get_or_create(&label)
+                .inc_by(delta.dirtied_bytes);
+            self.metrics
+                .throttled_seconds
+                .get_or_create(&label)
+                .inc_by(delta.throttle_ms as f64 / 1000.0);
+        }
+        for cost in probe.program_costs() {
+            self.metrics
+                .program_cost(&cost.name, cost.run_count, cost.run_time_ns);
+        }
         tree.follow(&sample.lifecycle, probe.features().lifecycle);
         self.rates.update(&sample, tree);
         self.bandwidth.observe(&sample);
@@ -203,6 +259,15 @@ impl Engine {
             );
             rt.bandwidth_logged = Some(bw);
         }
+        rt.bandwidth = Some(estimate);
+        let label = DeviceLabel {
+            device: disk.label(),
+        };
+        self.metrics.bandwidth.get_or_create(&label).set(bw);
+        self.metrics
+            .offenders
+            .get_or_create(&label)
+            .set(i64::from(rt.state.held.is_some()));
 
         // An excluded writer is never touched, and its parent is not to blame for it either.
         let mut own = self.rates.on_disk(disk);
@@ -241,6 +306,8 @@ impl Engine {
             Some(Decision::Release { root, calm_for }) => {
                 let rt = self.disks.get_mut(disk).expect("entry created above");
                 rt.state.clear();
+                let method = rt.method.as_ref().map_or("?", method_label).to_string();
+                rt.offender = None;
                 let comm = tree.get(root).map_or("?".into(), |n| n.comm.clone());
                 let Some(id) = rt.restriction.take() else {
                     return;
@@ -257,16 +324,29 @@ impl Engine {
                     )
                 };
                 let r = actuator.release(id);
-                tracing::info!(
-                    pid = root,
-                    action = "release",
-                    "release pid {root} ({comm}) on {}: {why}; {} restored, {} kept as changed \
+                let verb = if method == "dry-run" {
+                    "would release"
+                } else {
+                    "release"
+                };
+                let message = format!(
+                    "{verb} pid {root} ({comm}) on {}: {why}; {} restored, {} kept as changed \
                      by someone else, {} gone",
                     disk.label(),
                     r.restored,
                     r.kept.len(),
                     r.vanished
                 );
+                self.decided(root, "release", message);
+                self.metrics.restored.inc_by(r.restored as u64);
+                self.metrics
+                    .actions
+                    .get_or_create(&ActionLabel {
+                        action: "release".into(),
+                        method,
+                        result: if r.errors.is_empty() { "ok" } else { "error" }.into(),
+                    })
+                    .inc();
                 for k in &r.kept {
                     tracing::info!("{k}");
                 }
@@ -336,19 +416,33 @@ impl Engine {
         } else {
             "restrict"
         };
-        match actuator.restrict(offender.pid, &members, &method) {
+        let result = actuator.restrict(offender.pid, &members, &method);
+        self.metrics
+            .actions
+            .get_or_create(&ActionLabel {
+                action: "restrict".into(),
+                method: method_label(&method).into(),
+                result: if result.is_ok() { "ok" } else { "error" }.into(),
+            })
+            .inc();
+        match result {
             Ok(id) => {
-                tracing::info!(
-                    pid = offender.pid,
-                    action = "restrict",
+                let message = format!(
                     "{verb} pid {} ({comm}) {why}: {} ({} processes)",
                     offender.pid,
                     method.describe(),
                     members.len()
                 );
+                self.decided(offender.pid, "restrict", message);
                 let rt = self.disks.get_mut(disk).expect("entry exists");
                 rt.state.hold(offender.pid);
                 rt.restriction = Some(id);
+                rt.offender = Some(Offender {
+                    pid: offender.pid,
+                    comm,
+                    since: Instant::now(),
+                    action: method.describe(),
+                });
             }
             Err(e) => {
                 if self.limit.allow(format!("restrict {}", offender.pid)) {
@@ -356,6 +450,60 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// One log line per decision (with the pid and action as structured fields, which the
+    /// journal keeps), also kept for `ioshield status`.
+    fn decided(&mut self, pid: u32, action: &'static str, message: String) {
+        tracing::info!(pid, action, "{message}");
+        let at = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.recent.push_front(DecisionRecord { at, message });
+        self.recent.truncate(RECENT);
+    }
+
+    pub fn status(&self, features: serde_json::Value) -> Status {
+        let now = Instant::now();
+        let mut devices: Vec<DeviceStatus> = self
+            .disks
+            .iter()
+            .map(|(disk, rt)| DeviceStatus {
+                device: disk.label(),
+                dev: disk.id.to_string(),
+                bandwidth_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec),
+                bandwidth_source: rt.bandwidth.map_or("", |b| b.source).to_string(),
+                action: rt.method.as_ref().map(Method::describe),
+                offender: rt.offender.as_ref().map(|o| OffenderStatus {
+                    pid: o.pid,
+                    comm: o.comm.clone(),
+                    restricted_for_secs: now.duration_since(o.since).as_secs_f64(),
+                    action: o.action.clone(),
+                }),
+            })
+            .collect();
+        devices.sort_by(|a, b| a.device.cmp(&b.device));
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_secs: now.duration_since(self.started).as_secs_f64(),
+            config: self.config.source.as_ref().map(|p| p.display().to_string()),
+            features,
+            cgroup_action: match &self.cgroupfs {
+                Ok(fs) => format!("available at {}", fs.root.display()),
+                Err(why) => format!("unavailable: {why}"),
+            },
+            devices,
+            recent_decisions: self.recent.iter().cloned().collect(),
+        }
+    }
+
+    pub fn socket(&self) -> &std::path::Path {
+        &self.config.daemon.socket
+    }
+
+    pub fn metrics_config(&self) -> &crate::config::Metrics {
+        &self.config.metrics
     }
 
     fn method_for(&mut self, disk: &Disk, policy: &DevicePolicy, bw: f64) -> Method {

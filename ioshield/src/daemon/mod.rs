@@ -1,9 +1,11 @@
 //! `ioshield daemon`: ticks the pipeline (probe -> rates -> offenders -> actions), reloads its
 //! configuration on SIGHUP, and puts everything back on SIGTERM/SIGINT.
 mod engine;
+mod metrics;
 mod ratelimit;
+pub mod status;
 
-use std::path::PathBuf;
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
@@ -39,6 +41,32 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let mut engine = Engine::new(config, &tree, cgroupfs);
     tracing::info!(features = ?probe.features(), "probes attached");
     engine.announce();
+    let features = serde_json::to_value(probe.features())?;
+    let (status_tx, status_rx) = tokio::sync::watch::channel(Arc::new(String::new()));
+    let _status_server = status::StatusServer::start(engine.socket(), status_rx)?;
+    let (metrics_tx, metrics_rx) = tokio::sync::watch::channel(Arc::new(String::new()));
+    if let Some(addr) = engine.metrics_config().listen {
+        metrics::serve(addr, metrics_rx).await?;
+        tracing::info!("serving Prometheus metrics on http://{addr}/metrics");
+    }
+    let publish = |engine: &Engine| {
+        if let Ok(doc) = serde_json::to_string(&engine.status(features.clone())) {
+            status_tx.send_replace(Arc::new(doc));
+        }
+        let m = engine.metrics_config();
+        if m.listen.is_some() || m.textfile.is_some() {
+            let text = engine.metrics.render();
+            if let Some(path) = &m.textfile
+                && let Err(e) = metrics::write_textfile(path, &text)
+            {
+                tracing::warn!("metrics textfile {}: {e}", path.display());
+            }
+            metrics_tx.send_replace(Arc::new(text));
+        }
+    };
+    publish(&engine);
+    // Tell systemd (Type=notify) that the probes are attached and we are protecting the machine.
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
 
     let mut ticker = tokio::time::interval(engine.tick());
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -48,8 +76,10 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator) {
                     break Err(e);
                 }
+                publish(&engine);
             }
             _ = sighup.recv() => {
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
                 match Config::load(config_path.as_deref()) {
                     Ok(new) => {
                         let tick = new.daemon.tick;
@@ -60,11 +90,13 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                     }
                     Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
                 }
+                let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
             }
             _ = sigterm.recv() => break Ok(()),
             _ = sigint.recv() => break Ok(()),
         }
     };
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     let report = actuator.release_all();
     log_undo("stopping: restored everything", &report);
     result

@@ -222,6 +222,7 @@ pub struct Daemon {
     pub running: Option<Running>,
     pub config: PathBuf,
     pub state_file: PathBuf,
+    pub socket: PathBuf,
     pub log: Vec<String>,
 }
 
@@ -229,18 +230,17 @@ impl Daemon {
     /// `config` is the TOML body; `[daemon] state_file` is added to keep the test's state apart.
     pub fn start(dir: &Path, config: &str) -> Daemon {
         let state_file = dir.join("state/state.json");
+        let socket = dir.join("state/ioshield.sock");
         let config_path = dir.join("ioshield.toml");
+        let ours = format!(
+            "[daemon]\nstate_file = \"{}\"\nsocket = \"{}\"\n",
+            state_file.display(),
+            socket.display()
+        );
         let body = if config.contains("[daemon]") {
-            config.replacen(
-                "[daemon]",
-                &format!("[daemon]\nstate_file = \"{}\"", state_file.display()),
-                1,
-            )
+            config.replacen("[daemon]\n", &ours, 1)
         } else {
-            format!(
-                "[daemon]\nstate_file = \"{}\"\n{config}",
-                state_file.display()
-            )
+            format!("{ours}{config}")
         };
         std::fs::write(&config_path, body).unwrap();
         let running = Running::start(&["daemon", "--config", config_path.to_str().unwrap()], &[]);
@@ -249,6 +249,7 @@ impl Daemon {
             running: Some(running),
             config: config_path,
             state_file,
+            socket,
         }
     }
 

@@ -1,0 +1,219 @@
+//! Prometheus metrics (off unless configured): served on a loopback address and/or written to a
+//! textfile for node_exporter. Per device and per action, never per pid (unbounded labels).
+use std::{
+    path::{Path, PathBuf},
+    sync::{Arc, atomic::AtomicU64},
+};
+
+use anyhow::{Context as _, Result};
+use prometheus_client::{
+    encoding::{EncodeLabelSet, text::encode},
+    metrics::{counter::Counter, family::Family, gauge::Gauge, info::Info},
+    registry::Registry,
+};
+use tokio::{
+    io::{AsyncReadExt as _, AsyncWriteExt as _},
+    net::TcpListener,
+    sync::watch,
+};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeviceLabel {
+    pub device: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabel {
+    /// restrict | release
+    pub action: String,
+    /// cgroup | ioprio | dry-run
+    pub method: String,
+    /// ok | error
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProgramLabel {
+    pub program: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LostLabel {
+    pub kind: String,
+}
+
+type FloatCounter = Counter<f64, AtomicU64>;
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+pub struct Metrics {
+    registry: Registry,
+    pub dirtied_bytes: Family<DeviceLabel, Counter>,
+    pub throttled_seconds: Family<DeviceLabel, FloatCounter>,
+    pub offenders: Family<DeviceLabel, Gauge>,
+    pub bandwidth: Family<DeviceLabel, FloatGauge>,
+    pub actions: Family<ActionLabel, Counter>,
+    pub restored: Counter,
+    pub lost: Family<LostLabel, Counter>,
+    pub program_runs: Family<ProgramLabel, Counter>,
+    pub program_seconds: Family<ProgramLabel, FloatCounter>,
+    /// Last totals read from the kernel, to turn them into counter increments.
+    program_totals: std::collections::HashMap<String, (u64, u64)>,
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ioshield");
+        let m = Metrics {
+            dirtied_bytes: Family::default(),
+            throttled_seconds: Family::default(),
+            offenders: Family::default(),
+            bandwidth: Family::default(),
+            actions: Family::default(),
+            restored: Counter::default(),
+            lost: Family::default(),
+            program_runs: Family::default(),
+            program_seconds: Family::default(),
+            program_totals: std::collections::HashMap::new(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "dirtied_bytes",
+            "Bytes of page cache dirtied by processes, per disk",
+            m.dirtied_bytes.clone(),
+        );
+        registry.register(
+            "throttled_seconds",
+            "Time writers were paused by balance_dirty_pages, per disk",
+            m.throttled_seconds.clone(),
+        );
+        registry.register(
+            "offenders",
+            "Process subtrees currently restricted, per disk",
+            m.offenders.clone(),
+        );
+        registry.register(
+            "bandwidth_bytes_per_second",
+            "Write bandwidth the disk's writers are judged against",
+            m.bandwidth.clone(),
+        );
+        registry.register(
+            "actions",
+            "Restrictions and releases, by method and result",
+            m.actions.clone(),
+        );
+        registry.register(
+            "restored",
+            "Changes undone (priorities restored, processes moved back)",
+            m.restored.clone(),
+        );
+        registry.register(
+            "lost_events",
+            "Kernel-side events lost (full maps, ring buffer overflow, failed reads)",
+            m.lost.clone(),
+        );
+        registry.register(
+            "bpf_program_runs",
+            "Runs of each BPF program (counted while kernel.bpf_stats_enabled=1)",
+            m.program_runs.clone(),
+        );
+        registry.register(
+            "bpf_program_run_seconds",
+            "Time spent in each BPF program (counted while kernel.bpf_stats_enabled=1)",
+            m.program_seconds.clone(),
+        );
+        registry.register(
+            "build",
+            "ioshield's version",
+            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Feeds the kernel's cumulative per-program run count and time.
+    pub fn program_cost(&mut self, program: &str, runs: u64, run_ns: u64) {
+        let (r0, t0) = self
+            .program_totals
+            .insert(program.to_string(), (runs, run_ns))
+            .unwrap_or((0, 0));
+        let label = ProgramLabel {
+            program: program.to_string(),
+        };
+        self.program_runs
+            .get_or_create(&label)
+            .inc_by(runs.saturating_sub(r0));
+        self.program_seconds
+            .get_or_create(&label)
+            .inc_by(run_ns.saturating_sub(t0) as f64 / 1e9);
+    }
+
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Encoding into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// Serves the latest rendering over plain HTTP on a loopback address.
+pub async fn serve(addr: std::net::SocketAddr, text: watch::Receiver<Arc<String>>) -> Result<()> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("metrics: listening on {addr}"))?;
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let body = text.borrow().clone();
+            tokio::spawn(async move {
+                let mut request = [0u8; 1024];
+                let _ = stream.read(&mut request).await;
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
+                     Content-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = stream.write_all(head.as_bytes()).await;
+                let _ = stream.write_all(body.as_bytes()).await;
+                let _ = stream.shutdown().await;
+            });
+        }
+    });
+    Ok(())
+}
+
+/// Writes the textfile atomically, so node_exporter never reads half of it.
+pub fn write_textfile(path: &Path, text: &str) -> std::io::Result<()> {
+    let tmp: PathBuf = path.with_extension("prom.tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_prometheus_conventions() {
+        let m = Metrics::new();
+        m.dirtied_bytes
+            .get_or_create(&DeviceLabel {
+                device: "/dev/vdb".into(),
+            })
+            .inc_by(4096);
+        m.actions
+            .get_or_create(&ActionLabel {
+                action: "restrict".into(),
+                method: "cgroup".into(),
+                result: "ok".into(),
+            })
+            .inc();
+        let text = m.render();
+        assert!(
+            text.contains("ioshield_dirtied_bytes_total{device=\"/dev/vdb\"} 4096"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "ioshield_actions_total{action=\"restrict\",method=\"cgroup\",result=\"ok\"} 1"
+        ));
+        assert!(text.contains("ioshield_build_info{version=\""), "{text}");
+        assert!(text.contains("# TYPE ioshield_restored counter"), "{text}");
+    }
+}

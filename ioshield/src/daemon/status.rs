@@ -1,0 +1,145 @@
+//! What `ioshield status` shows: a snapshot the engine refreshes every tick, served as one JSON
+//! document per connection on a root-only Unix socket.
+use std::{
+    os::unix::fs::PermissionsExt as _,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+use tokio::{io::AsyncWriteExt as _, net::UnixListener, sync::watch};
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Status {
+    pub version: String,
+    pub pid: u32,
+    pub uptime_secs: f64,
+    pub config: Option<String>,
+    /// Which tracepoints and modes the probe uses on this kernel.
+    pub features: serde_json::Value,
+    pub cgroup_action: String,
+    pub devices: Vec<DeviceStatus>,
+    /// Most recent first.
+    pub recent_decisions: Vec<DecisionRecord>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct DeviceStatus {
+    pub device: String,
+    pub dev: String,
+    pub bandwidth_bytes_per_sec: f64,
+    pub bandwidth_source: String,
+    pub action: Option<String>,
+    pub offender: Option<OffenderStatus>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct OffenderStatus {
+    pub pid: u32,
+    pub comm: String,
+    pub restricted_for_secs: f64,
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    /// Seconds since the Unix epoch.
+    pub at: f64,
+    pub message: String,
+}
+
+/// Serves the latest snapshot to every client; the socket is 0600 so only root can read it.
+pub struct StatusServer {
+    path: PathBuf,
+}
+
+impl StatusServer {
+    pub fn start(path: &Path, snapshots: watch::Receiver<Arc<String>>) -> Result<StatusServer> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        // A socket left by a killed instance would make bind fail.
+        let _ = std::fs::remove_file(path);
+        let listener =
+            UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let doc = snapshots.borrow().clone();
+                tokio::spawn(async move {
+                    let _ = stream.write_all(doc.as_bytes()).await;
+                    let _ = stream.shutdown().await;
+                });
+            }
+        });
+        Ok(StatusServer {
+            path: path.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for StatusServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// `ioshield status`: asks the running daemon.
+pub fn query(socket: &Path) -> Result<Status> {
+    use std::io::Read as _;
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
+        format!(
+            "cannot reach the daemon at {} (is `ioshield daemon` running, and are you root?)",
+            socket.display()
+        )
+    })?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text)?;
+    serde_json::from_str(&text).context("the daemon's answer is not a status document")
+}
+
+pub fn render(s: &Status) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "ioshield {} (pid {}) up {:.0} s; config: {}",
+        s.version,
+        s.pid,
+        s.uptime_secs,
+        s.config.as_deref().unwrap_or("built-in defaults")
+    );
+    let _ = writeln!(out, "probe: {}", s.features);
+    let _ = writeln!(out, "cgroup action: {}", s.cgroup_action);
+    for d in &s.devices {
+        let _ = writeln!(
+            out,
+            "{} ({}): bandwidth {:.1} MB/s ({}), action {}",
+            d.device,
+            d.dev,
+            d.bandwidth_bytes_per_sec / 1e6,
+            d.bandwidth_source,
+            d.action.as_deref().unwrap_or("not chosen yet")
+        );
+        match &d.offender {
+            Some(o) => {
+                let _ = writeln!(
+                    out,
+                    "  restricted: pid {} ({}) for {:.0} s: {}",
+                    o.pid, o.comm, o.restricted_for_secs, o.action
+                );
+            }
+            None => {
+                let _ = writeln!(out, "  no offender");
+            }
+        }
+    }
+    if !s.recent_decisions.is_empty() {
+        let _ = writeln!(out, "recent decisions:");
+        for r in &s.recent_decisions {
+            let _ = writeln!(out, "  {}", r.message);
+        }
+    }
+    out
+}
