@@ -28,6 +28,14 @@ pub enum Command {
     Daemon(DaemonArgs),
     /// Validate a configuration file and print the effective configuration.
     CheckConfig(CheckConfigArgs),
+    /// Ask the running daemon what it is doing: devices, offenders, recent decisions.
+    Status(StatusArgs),
+    /// Write the man pages and shell completions into DIR (used by `cargo xtask package`).
+    #[command(hide = true)]
+    GenerateAssets {
+        /// Output directory, created if missing.
+        dir: std::path::PathBuf,
+    },
 }
 
 #[derive(Debug, clap::Args)]
@@ -36,6 +44,16 @@ pub struct DaemonArgs {
     /// defaults). A path given here must exist.
     #[arg(short, long)]
     pub config: Option<std::path::PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// The daemon's socket (default: `daemon.socket` from the configuration).
+    #[arg(long)]
+    pub socket: Option<std::path::PathBuf>,
+    /// Print the daemon's status document as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,12 +1,14 @@
 //! ioshield: kernel counters -> samples -> rates -> offenders -> actions -> journal of changes.
 //! See `probe` (kernel side), `model` (samples, tree), `top` (the view).
 mod act;
+mod assets;
 mod cli;
 mod config;
 mod daemon;
 mod detect;
 mod journal;
 mod kernel;
+mod logging;
 mod model;
 mod probe;
 mod system;
@@ -15,24 +17,19 @@ mod top;
 use std::process::ExitCode;
 
 use clap::Parser;
-use tracing_subscriber::EnvFilter;
 
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
-        Command::Top(_) | Command::CheckConfig(_) => "warn",
+        Command::Top(_)
+        | Command::CheckConfig(_)
+        | Command::Status(_)
+        | Command::GenerateAssets { .. } => "warn",
         Command::Daemon(_) => "info",
     };
-    let filter = EnvFilter::try_new(cli.log.as_deref().unwrap_or(default_level))
-        .unwrap_or_else(|_| EnvFilter::new(default_level));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    logging::init(cli.log.as_deref().unwrap_or(default_level), default_level);
 
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -58,6 +55,8 @@ fn main() -> ExitCode {
             }
             Command::Daemon(a) => daemon::run(a.config).await,
             Command::CheckConfig(a) => check_config(a.file.as_deref()),
+            Command::Status(a) => status(a),
+            Command::GenerateAssets { dir } => assets::generate(&dir),
         }
     });
     match result {
@@ -77,5 +76,19 @@ fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
         None => println!("# no configuration file; built-in defaults:"),
     }
     print!("{}", config.to_toml());
+    Ok(())
+}
+
+fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
+    let socket = match a.socket {
+        Some(s) => s,
+        None => config::Config::load(None)?.daemon.socket,
+    };
+    let s = daemon::status::query(&socket)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+    } else {
+        print!("{}", daemon::status::render(&s));
+    }
     Ok(())
 }

@@ -13,6 +13,14 @@
 # Other env: SCHEDULER (mq-deadline), DURATION (50, seconds the innocent loads run), OFFENDER_START (5),
 # OFFENDER_STOP (45), ORACLE_WBPS (20000000, ~2/3 of the disk), CONFIG (daemon config; written
 # here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes).
+# For experiments and `cargo xtask bench` (all off or empty by default):
+#   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
+#                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
+#   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
+#                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
+#   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
+#                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
+# clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
 set -u
 SCENARIO=${SCENARIO:-none}
 DURATION=${DURATION:-50}
@@ -42,16 +50,26 @@ echo "stall: scenario=$SCENARIO duration=${DURATION}s offender ${OFFENDER_START}
 mkdir -p "$CG/session"
 echo $$ > "$CG/session/cgroup.procs"
 
-daemon=
-if [ -n "${ACTION:-}" ]; then
-    [ -f "$CONFIG" ] || cat > "$CONFIG" <<TOML
-[daemon]
-tick = "1s"
-action = "$ACTION"
+# The daemon logs wall-clock time, the loads CLOCK_MONOTONIC (= /proc/uptime in a guest that
+# never suspends): one reading of each, back to back, lines them up to ~10 ms.
+realtime=$(adjtimex | awk '/time.tv_sec/ {s=$2} /time.tv_usec/ {u=$2} END {printf "%d.%06d", s, u}')
+echo "realtime $realtime monotonic $(cut -d' ' -f1 /proc/uptime)" > "$RESULTS/clock.txt"
 
-[device."$DATA_DEV"]
-bandwidth = "30MB/s"
-TOML
+# `;`-separated TOML lines from the environment, one per line.
+toml_lines() { [ -n "$1" ] && echo "$1" | tr ';' '\n'; return 0; }
+
+daemon=
+sampler=
+if [ -n "${ACTION:-}" ]; then
+    [ -f "$CONFIG" ] || {
+        printf '[daemon]\naction = "%s"\n' "$ACTION"
+        # TOML forbids a key twice: the default tick only when the extra lines set none.
+        case ${IOSHIELD_DAEMON:-} in *tick*) ;; *) echo 'tick = "1s"' ;; esac
+        toml_lines "${IOSHIELD_DAEMON:-}"
+        printf '\n[device."%s"]\nbandwidth = "30MB/s"\n' "$DATA_DEV"
+        toml_lines "${IOSHIELD_DEVICE:-}"
+    } > "$CONFIG"
+    [ "${BPF_STATS:-0}" = 1 ] && echo 1 > /proc/sys/kernel/bpf_stats_enabled
     ioshield daemon --config "$CONFIG" 2> "$RESULTS/daemon.log" &
     daemon=$!
     sleep "$DAEMON_SETTLE"
@@ -61,6 +79,24 @@ TOML
         echo "stall: ioshield daemon exited early: $(head -n 1 "$RESULTS/daemon.log" | cut -c1-200)"
         exit 3
     fi
+fi
+
+if [ "${TIMELINE:-0}" = 1 ]; then
+    # Fields 14 and 15 of /proc/PID/stat are utime and stime in clock ticks (USER_HZ = 100).
+    (
+        while :; do
+            up=$(cut -d' ' -f1 /proc/uptime)
+            vm=$(awk '$1 == "nr_dirty" {d=$2} $1 == "nr_writeback" {w=$2} END {print d, w}' /proc/vmstat)
+            ticks=- rss=-
+            if [ -n "$daemon" ] && [ -r "/proc/$daemon/stat" ]; then
+                ticks=$(awk '{print $14 + $15}' "/proc/$daemon/stat")
+                rss=$(awk '$1 == "VmRSS:" {print $2}' "/proc/$daemon/status")
+            fi
+            echo "$up $vm $ticks $rss"
+            sleep 0.5
+        done
+    ) > "$RESULTS/timeline.txt" &
+    sampler=$!
 fi
 
 pids=
@@ -90,7 +126,15 @@ for p in $pids; do
     wait "$p" || failed=1
 done
 
+[ -n "$sampler" ] && kill "$sampler"
+
 if [ -n "$daemon" ]; then
+    if [ "${BPF_STATS:-0}" = 1 ]; then
+        for f in /proc/$daemon/fdinfo/*; do
+            grep -q '^run_cnt' "$f" 2> /dev/null &&
+                echo "$(grep -E '^(prog_type|prog_id|prog_tag|run_time_ns|run_cnt):' "$f" | tr -s '\t\n' '  ')"
+        done > "$RESULTS/bpf-stats.txt"
+    fi
     kill -TERM "$daemon"
     wait "$daemon"
     echo "stall: daemon exit $?"

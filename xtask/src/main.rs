@@ -1,7 +1,9 @@
 //! Developer tasks: `cargo xtask setup | build | run | test`. Each task installs what it needs
 //! first (idempotently), so the README's two commands work on a fresh machine.
+mod bench;
 mod cmd;
 mod measure;
+mod package;
 mod setup;
 mod test;
 mod vm;
@@ -43,6 +45,10 @@ enum Task {
         #[arg(long, default_value_t = 5, global = true)]
         n: u64,
     },
+    /// The stall benchmark: scenarios x kernels x repeats in qemu, tables, JSON and timelines.
+    Bench(bench::BenchArgs),
+    /// Build the .deb and .rpm into target/packages (installs cargo-deb, cargo-generate-rpm).
+    Package,
     /// Boot Debian kernels under qemu with a slow disk and run scenarios (see tests/vm/).
     Vm {
         #[command(subcommand)]
@@ -68,6 +74,8 @@ fn main() {
             setup::ensure().and_then(|()| test::run_all(!no_lint, filter.as_deref()))
         }
         Task::Vm { cmd } => vm::main(cmd),
+        Task::Package => package::run_all(),
+        Task::Bench(args) => bench::main(args),
         Task::Measure { what, n } => {
             setup::ensure()
                 .and_then(|()| build_release())

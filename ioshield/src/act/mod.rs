@@ -3,6 +3,7 @@
 pub mod cgroup;
 pub mod identity;
 pub mod ioprio;
+pub mod systemd;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -18,6 +19,7 @@ use crate::{
 };
 use cgroup::Cgroupfs;
 use identity::PidFd;
+use systemd::Systemd;
 
 /// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
 /// undone only when the daemon stops.
@@ -29,6 +31,8 @@ pub enum Method {
     Ioprio,
     /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
     Cgroup(CgroupLimits),
+    /// The same through systemd: a transient scope under ioshield.slice.
+    SystemdScope(ScopeLimits),
     /// Decide and log, change nothing.
     DryRun,
 }
@@ -42,11 +46,31 @@ pub struct CgroupLimits {
     pub memory_high: Option<u64>,
 }
 
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeLimits {
+    /// Device node systemd knows the disk by, e.g. `/dev/vdb`.
+    pub device: String,
+    pub wbps: u64,
+    pub memory_high: Option<u64>,
+}
+
 impl Method {
     pub fn describe(&self) -> String {
         match self {
             Method::Ioprio => "ioprio idle".into(),
             Method::DryRun => "dry-run, nothing changed".into(),
+            Method::SystemdScope(l) => {
+                let mut s = format!(
+                    "scope in {} with IOWriteBandwidthMax={} {}",
+                    systemd::SLICE,
+                    l.device,
+                    show_rate(l.wbps as f64).replace(' ', "")
+                );
+                if let Some(m) = l.memory_high {
+                    s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
+                }
+                s
+            }
             Method::Cgroup(l) => {
                 let mut s = match l.weight {
                     Some(w) => format!("io.weight={w} (iocost)"),
@@ -93,15 +117,17 @@ struct Active {
 pub struct Actuator {
     journal: Journal,
     cgroupfs: Option<Cgroupfs>,
+    systemd: Option<Systemd>,
     active: HashMap<u64, Active>,
     next_id: u64,
 }
 
 impl Actuator {
-    pub fn new(journal: Journal, cgroupfs: Option<Cgroupfs>) -> Self {
+    pub fn new(journal: Journal, cgroupfs: Option<Cgroupfs>, systemd: Option<Systemd>) -> Self {
         Self {
             journal,
             cgroupfs,
+            systemd,
             active: HashMap::new(),
             next_id: 1,
         }
@@ -146,6 +172,7 @@ impl Actuator {
                 }
                 active.cgroup = Some(cg);
             }
+            Method::SystemdScope(limits) => self.start_scope(id, root, members, limits)?,
         }
         self.active.insert(id, active);
         Ok(id)
@@ -293,6 +320,47 @@ impl Actuator {
         Ok(())
     }
 
+    fn start_scope(
+        &mut self,
+        id: u64,
+        root: u32,
+        members: &[u32],
+        limits: &ScopeLimits,
+    ) -> Result<()> {
+        let systemd = self
+            .systemd
+            .as_ref()
+            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+        let unit = format!("ioshield-r{id}-{root}.scope");
+        let mut pids = Vec::new();
+        let mut recorded = Vec::new();
+        for &pid in members {
+            if let Some(process) = identity::of_process(pid) {
+                let home = Cgroupfs::cgroup_of(pid).and_then(|cg| systemd::unit_of(&cg));
+                recorded.push((process, home));
+                pids.push(pid);
+            }
+        }
+        let change = Change::SystemdScope {
+            restriction: id,
+            unit: unit.clone(),
+            device: limits.device.clone(),
+            members: recorded,
+        };
+        self.journal.record(change.clone())?;
+        if let Err(e) = systemd.start_scope(
+            &unit,
+            &pids,
+            &limits.device,
+            limits.wbps,
+            limits.memory_high,
+        ) {
+            self.journal.forget(|c| *c == change)?;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     fn create_cgroup(
         &mut self,
         fs: &Cgroupfs,
@@ -369,6 +437,17 @@ impl Actuator {
     /// then priorities, then the shared set-up.
     fn undo(&self, changes: &[Change]) -> UndoReport {
         let mut r = UndoReport::default();
+        for c in changes {
+            if let Change::SystemdScope {
+                unit,
+                device,
+                members,
+                ..
+            } = c
+            {
+                self.undo_scope(unit, device, members, &mut r);
+            }
+        }
         let fs = self.cgroupfs.as_ref();
         let mut homes: HashMap<u64, PathBuf> = HashMap::new();
         for c in changes {
@@ -456,6 +535,53 @@ impl Actuator {
             }
         }
         r
+    }
+}
+
+impl Actuator {
+    fn undo_scope(
+        &self,
+        unit: &str,
+        device: &str,
+        members: &[(Identity, Option<String>)],
+        r: &mut UndoReport,
+    ) {
+        let Some(systemd) = &self.systemd else {
+            r.errors
+                .push(format!("cannot reach systemd to lift the limits of {unit}"));
+            return;
+        };
+        // The scope is gone once its last process exited: nothing left to lift.
+        if let Err(e) = systemd.lift(unit, device) {
+            tracing::debug!("{e:#}");
+        }
+        let mut homes: HashMap<&str, Vec<u32>> = HashMap::new();
+        for (process, home) in members {
+            if !identity::is_current(process) {
+                r.vanished += 1;
+                continue;
+            }
+            let in_scope = Cgroupfs::cgroup_of(process.id)
+                .is_some_and(|cg| cg.file_name().is_some_and(|n| n == unit));
+            match (in_scope, home) {
+                (false, _) => r.kept.push(format!(
+                    "pid {} was moved out of {unit} by someone else",
+                    process.id
+                )),
+                (true, Some(home)) => homes.entry(home.as_str()).or_default().push(process.id),
+                (true, None) => r.restored += 1,
+            }
+        }
+        for (home, pids) in homes {
+            match systemd.attach(home, &pids) {
+                Ok(()) => r.restored += pids.len(),
+                Err(e) => {
+                    // Limits are lifted; the processes stay in the (now unlimited) scope.
+                    tracing::info!("{e:#}; they stay in {unit}, whose limits are lifted");
+                    r.restored += pids.len();
+                }
+            }
+        }
     }
 }
 

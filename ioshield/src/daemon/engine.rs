@@ -12,7 +12,7 @@ use super::{
     status::{DecisionRecord, DeviceStatus, OffenderStatus, Status},
 };
 use crate::{
-    act::{Actuator, CgroupLimits, Method, cgroup::Cgroupfs},
+    act::{Actuator, CgroupLimits, Method, ScopeLimits, cgroup::Cgroupfs},
     config::{ActionKind, Config, DevicePolicy, units::show_rate},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate},
@@ -53,14 +53,22 @@ struct DiskRuntime {
 fn method_label(m: &Method) -> &'static str {
     match m {
         Method::Ioprio => "ioprio",
-        Method::Cgroup(_) => "cgroup",
+        Method::Cgroup(_) | Method::SystemdScope(_) => "cgroup",
         Method::DryRun => "dry-run",
     }
 }
 
+/// How the cgroup action can be carried out on this host, if at all.
+pub enum CgroupAction {
+    /// Through systemd's D-Bus API (systemd owns the tree).
+    Systemd,
+    /// Writing cgroupfs directly (no systemd).
+    Cgroupfs(Cgroupfs),
+}
+
 pub struct Engine {
     config: Config,
-    cgroupfs: Result<Cgroupfs, String>,
+    cgroupfs: Result<CgroupAction, String>,
     rates: Rates,
     bandwidth: BandwidthEstimator,
     eligibility: Eligibility,
@@ -77,7 +85,7 @@ pub struct Engine {
 }
 
 impl Engine {
-    pub fn new(config: Config, tree: &ProcessTree, cgroupfs: Result<Cgroupfs, String>) -> Self {
+    pub fn new(config: Config, tree: &ProcessTree, cgroupfs: Result<CgroupAction, String>) -> Self {
         let mut e = Self {
             rates: Rates::new(config.daemon.tau),
             eligibility: Eligibility::new(
@@ -109,7 +117,10 @@ impl Engine {
     pub fn announce(&self) {
         let d = &self.config.daemon;
         let cg = match &self.cgroupfs {
-            Ok(fs) => format!("cgroup action available at {}", fs.root.display()),
+            Ok(CgroupAction::Cgroupfs(fs)) => {
+                format!("cgroup action available at {}", fs.root.display())
+            }
+            Ok(CgroupAction::Systemd) => "cgroup action through systemd".to_string(),
             Err(why) => format!("cgroup action unavailable: {why}"),
         };
         tracing::info!(
@@ -490,7 +501,10 @@ impl Engine {
             config: self.config.source.as_ref().map(|p| p.display().to_string()),
             features,
             cgroup_action: match &self.cgroupfs {
-                Ok(fs) => format!("available at {}", fs.root.display()),
+                Ok(CgroupAction::Cgroupfs(fs)) => format!("available at {}", fs.root.display()),
+                Ok(CgroupAction::Systemd) => {
+                    format!("through systemd, in {}", crate::act::systemd::SLICE)
+                }
                 Err(why) => format!("unavailable: {why}"),
             },
             devices,
@@ -507,13 +521,19 @@ impl Engine {
     }
 
     fn method_for(&mut self, disk: &Disk, policy: &DevicePolicy, bw: f64) -> Method {
-        let cgroup = |fs: &Cgroupfs| {
-            Method::Cgroup(CgroupLimits {
+        let wbps = (policy.limit * bw) as u64;
+        let cgroup = |how: &CgroupAction| match how {
+            CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
                 dev: disk.id,
-                wbps: (policy.limit * bw) as u64,
+                wbps,
                 weight: fs.iocost_enabled(disk.id).then_some(1),
                 memory_high: policy.memory_high,
-            })
+            }),
+            CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
+                device: disk.label(),
+                wbps,
+                memory_high: policy.memory_high,
+            }),
         };
         let (method, note) = match (policy.action, &self.cgroupfs) {
             (ActionKind::DryRun, _) => (Method::DryRun, None),

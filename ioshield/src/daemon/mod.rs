@@ -5,25 +5,39 @@ mod metrics;
 mod ratelimit;
 pub mod status;
 
-use std::{path::PathBuf, sync::Arc};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    act::{Actuator, UndoReport, cgroup::Cgroupfs},
+    act::{Actuator, UndoReport, cgroup::Cgroupfs, systemd::Systemd},
     config::Config,
     journal::Journal,
     model::tree::ProcessTree,
     probe::Probe,
 };
-use engine::Engine;
+use engine::{CgroupAction, Engine};
 
 pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let config = Config::load(config_path.as_deref())?;
     let (journal, leftovers) = Journal::open(&config.daemon.state_file)?;
+    let systemd = Systemd::detect();
     let cgroupfs = Cgroupfs::detect();
-    let mut actuator = Actuator::new(journal, cgroupfs.clone().ok());
+    let cgroup_action = match (&systemd, &cgroupfs) {
+        (Ok(_), _) => Ok(CgroupAction::Systemd),
+        (_, Ok(fs)) => Ok(CgroupAction::Cgroupfs(fs.clone())),
+        // On a systemd host its reason is the one that matters.
+        (Err(s), Err(c)) => Err(if Path::new("/run/systemd/system").exists() {
+            s.clone()
+        } else {
+            c.clone()
+        }),
+    };
+    let mut actuator = Actuator::new(journal, cgroupfs.ok(), systemd.ok());
     if !leftovers.is_empty() {
         let report = actuator.recover(leftovers);
         log_undo("restored what a previous instance left", &report);
@@ -38,7 +52,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // SAFETY: glibc call with no preconditions.
     unsafe { libc::malloc_trim(0) };
     let mut tree = ProcessTree::from_proc();
-    let mut engine = Engine::new(config, &tree, cgroupfs);
+    let mut engine = Engine::new(config, &tree, cgroup_action);
     tracing::info!(features = ?probe.features(), "probes attached");
     engine.announce();
     let features = serde_json::to_value(probe.features())?;

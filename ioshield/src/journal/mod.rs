@@ -32,6 +32,14 @@ pub enum Change {
     CgroupCreated { restriction: u64, path: PathBuf },
     /// A controller ioshield enabled in a cgroup's `cgroup.subtree_control`.
     ControllerEnabled { path: PathBuf, controller: String },
+    /// Processes moved into a transient systemd scope with write limits on `device`; each
+    /// member remembers the unit it came from.
+    SystemdScope {
+        restriction: u64,
+        unit: String,
+        device: String,
+        members: Vec<(Identity, Option<String>)>,
+    },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {
         restriction: u64,
@@ -46,6 +54,7 @@ impl Change {
         match self {
             Change::Ioprio { restriction, .. }
             | Change::CgroupCreated { restriction, .. }
+            | Change::SystemdScope { restriction, .. }
             | Change::CgroupMove { restriction, .. } => Some(*restriction),
             Change::ControllerEnabled { .. } => None,
         }

@@ -3,11 +3,14 @@
 //! host's.
 mod ci;
 mod disks;
+mod e2e;
 mod initramfs;
 mod kernels;
 mod modules;
 mod qemu;
+mod rootfs;
 mod scenario;
+mod sysboot;
 
 use std::path::PathBuf;
 
@@ -48,6 +51,28 @@ pub enum VmCommand {
         #[arg(long, default_value = "target/vm-ci")]
         out: PathBuf,
     },
+    /// The Debian package on Debian 12 booted with systemd: dpkg install, restrict and release
+    /// through systemd scopes, stop, remove, purge (tests/vm/e2e-systemd.sh).
+    E2e {
+        /// Kernel series (default: 6.12 only, the one CI runs; `--kernel 6.1,6.12` for both).
+        #[arg(long, value_delimiter = ',', default_value = "6.12")]
+        kernel: Vec<String>,
+        /// The package to install (default: the newest target/packages/*.deb).
+        #[arg(long)]
+        deb: Option<PathBuf>,
+        /// The guest's test script.
+        #[arg(long, default_value = "tests/vm/e2e-systemd.sh")]
+        script: PathBuf,
+        /// Where console logs and the guest's results go, per kernel.
+        #[arg(long, default_value = "target/vm-e2e")]
+        out: PathBuf,
+        /// Kill the guest after this many seconds.
+        #[arg(long, default_value_t = 900)]
+        timeout: u64,
+        /// Do not copy the guest's console to stdout.
+        #[arg(long, short)]
+        quiet: bool,
+    },
 }
 
 pub fn main(cmd: VmCommand) -> Result<()> {
@@ -85,6 +110,21 @@ pub fn main(cmd: VmCommand) -> Result<()> {
             Ok(())
         }
         VmCommand::Ci { kernel, out } => ci::run(&or_all(kernel), &out),
+        VmCommand::E2e {
+            kernel,
+            deb,
+            script,
+            out,
+            timeout,
+            quiet,
+        } => e2e::run(&e2e::Args {
+            series: &kernel,
+            deb: deb.as_deref(),
+            script: &script,
+            out: &out,
+            timeout: std::time::Duration::from_secs(timeout),
+            echo: !quiet,
+        }),
     }
 }
 

@@ -1,0 +1,153 @@
+//! The cgroup action on a host run by systemd: systemd owns the cgroup tree, so the offender's
+//! subtree moves into a transient scope under `ioshield.slice` through systemd's D-Bus API, with
+//! `IOWriteBandwidthMax=` (and optionally `MemoryHigh=`); release lifts the limits with
+//! `SetUnitProperties` and hands the processes back to the unit they came from.
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use zbus::{
+    blocking::Connection,
+    zvariant::{OwnedObjectPath, Value},
+};
+
+pub const SLICE: &str = "ioshield.slice";
+/// What systemd reads as "no limit" for bandwidth and memory properties.
+const INFINITY: u64 = u64::MAX;
+
+#[zbus::proxy(
+    interface = "org.freedesktop.systemd1.Manager",
+    default_service = "org.freedesktop.systemd1",
+    default_path = "/org/freedesktop/systemd1",
+    gen_async = false,
+    blocking_name = "ManagerProxyBlocking"
+)]
+trait Manager {
+    fn start_transient_unit(
+        &self,
+        name: &str,
+        mode: &str,
+        properties: &[(&str, Value<'_>)],
+        aux: &[(&str, &[(&str, Value<'_>)])],
+    ) -> zbus::Result<OwnedObjectPath>;
+
+    fn set_unit_properties(
+        &self,
+        name: &str,
+        runtime: bool,
+        properties: &[(&str, Value<'_>)],
+    ) -> zbus::Result<()>;
+
+    fn attach_processes_to_unit(
+        &self,
+        unit_name: &str,
+        subcgroup: &str,
+        pids: &[u32],
+    ) -> zbus::Result<()>;
+}
+
+pub struct Systemd {
+    conn: Connection,
+}
+
+impl Systemd {
+    /// Connects when systemd runs this host with the unified cgroup hierarchy (where its IO*
+    /// properties map to the io controller that throttles writeback), or says why not.
+    pub fn detect() -> Result<Systemd, String> {
+        if !Path::new("/run/systemd/system").exists() {
+            return Err("systemd is not running this host".into());
+        }
+        let controllers =
+            std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "io") {
+            return Err(
+                "systemd runs this host without the unified cgroup hierarchy's io \
+                        controller (cgroup v1 blkio cannot slow buffered writeback)"
+                    .into(),
+            );
+        }
+        let conn =
+            Connection::system().map_err(|e| format!("cannot reach systemd over D-Bus: {e}"))?;
+        Ok(Systemd { conn })
+    }
+
+    fn manager(&self) -> Result<ManagerProxyBlocking<'_>> {
+        ManagerProxyBlocking::new(&self.conn).context("systemd manager proxy")
+    }
+
+    /// Moves `pids` into a new scope `unit` under ioshield.slice, limited as given.
+    pub fn start_scope(
+        &self,
+        unit: &str,
+        pids: &[u32],
+        device: &str,
+        write_bps: u64,
+        memory_high: Option<u64>,
+    ) -> Result<()> {
+        let mut props: Vec<(&str, Value<'_>)> = vec![
+            ("Description", Value::from("I/O-restricted by ioshield")),
+            ("Slice", Value::from(SLICE)),
+            ("PIDs", Value::new(pids.to_vec())),
+            ("IOAccounting", Value::from(true)),
+            (
+                "IOWriteBandwidthMax",
+                Value::new(vec![(device.to_string(), write_bps)]),
+            ),
+            // Gone from systemd's memory as soon as its last process exits.
+            ("CollectMode", Value::from("inactive-or-failed")),
+        ];
+        if let Some(m) = memory_high {
+            props.push(("MemoryHigh", Value::from(m)));
+        }
+        self.manager()?
+            .start_transient_unit(unit, "fail", &props, &[])
+            .with_context(|| format!("starting scope {unit}"))?;
+        Ok(())
+    }
+
+    /// Lifts the scope's limits (processes stay until handed back or until they exit).
+    pub fn lift(&self, unit: &str, device: &str) -> Result<()> {
+        let props = [
+            (
+                "IOWriteBandwidthMax",
+                Value::new(vec![(device.to_string(), INFINITY)]),
+            ),
+            ("MemoryHigh", Value::from(INFINITY)),
+        ];
+        self.manager()?
+            .set_unit_properties(unit, true, &props)
+            .with_context(|| format!("lifting the limits of {unit}"))
+    }
+
+    /// Hands processes back to the unit they came from, where systemd allows it.
+    pub fn attach(&self, unit: &str, pids: &[u32]) -> Result<()> {
+        self.manager()?
+            .attach_processes_to_unit(unit, "/", pids)
+            .with_context(|| format!("moving {pids:?} back to {unit}"))
+    }
+}
+
+/// The unit a process's cgroup belongs to (`session-2.scope`, `foo.service`), from its path.
+pub fn unit_of(cgroup: &Path) -> Option<String> {
+    cgroup
+        .ancestors()
+        .filter_map(|p| p.file_name()?.to_str())
+        .find(|n| n.ends_with(".scope") || n.ends_with(".service"))
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn units_from_cgroup_paths() {
+        let u = |p: &str| super::unit_of(std::path::Path::new(p));
+        assert_eq!(
+            u("/user.slice/user-1000.slice/session-2.scope").as_deref(),
+            Some("session-2.scope")
+        );
+        assert_eq!(
+            u("/system.slice/backup.service/worker").as_deref(),
+            Some("backup.service")
+        );
+        assert_eq!(u("/user.slice"), None);
+    }
+}

@@ -1,0 +1,239 @@
+#!/bin/bash
+# End-to-end test of the ioshield Debian package on a real systemd system (run by
+# `cargo xtask vm e2e`, see xtask/src/vm/e2e.rs). The guest is Debian 12 booted with systemd as
+# PID 1; this script is the oneshot `ioshield-e2e.service`. It installs the package with dpkg, runs
+# a heavy writer and an innocent loop in one scope (like a login session), and checks that the
+# daemon moves only the writer into a limited scope under ioshield.slice through systemd, lets it
+# go again, undoes everything on stop, and that the package removes and purges cleanly.
+#
+# Environment (from the runner): DEB (the package), DATA_DEV (the 30 MB/s disk), DATA (its mount
+# point), RESULTS (saved to the host). Every check prints `PASS name` or `FAIL name: detail`; the
+# last line is `e2e: N passed, M failed`, and the exit status is 1 if anything failed.
+set -u
+PASSED=0
+FAILED=0
+CHECKS="$RESULTS/checks.txt"
+CTL=/run/e2e
+mkdir -p "$CTL"
+: > "$CHECKS"
+
+pass() { echo "PASS $1" | tee -a "$CHECKS"; PASSED=$((PASSED + 1)); }
+fail() { echo "FAIL $1: $2" | tee -a "$CHECKS"; FAILED=$((FAILED + 1)); }
+# check NAME DETAIL CMD...: PASS when CMD succeeds, else FAIL with DETAIL.
+check() {
+    local name=$1 detail=$2
+    shift 2
+    if "$@"; then pass "$name"; else fail "$name" "$detail"; fi
+}
+# wait_for SECONDS CMD...: polls CMD every half second until it succeeds or time runs out.
+wait_for() {
+    local end=$((SECONDS + $1))
+    shift
+    until "$@"; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.5
+    done
+}
+log() { echo "e2e: $*"; }
+# The daemon's journal since the unix time $1, message text only.
+journal_since() { journalctl -u ioshield -o cat --no-pager --since "@$1" 2>/dev/null; }
+journal_has() { journal_since "$1" | grep -q -- "$2"; }
+cgroup_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
+in_unit() { cgroup_of "$1" | grep -q "/$2\$"; }
+limited_scope_of() { cgroup_of "$1" | grep -o 'ioshield-r[^/]*\.scope$'; }
+prop() { systemctl show "$1" -p "$2" --value 2>/dev/null; }
+# Processes left in ioshield.slice scopes that still have a write limit, as "scope: pids".
+limited_leftovers() {
+    local dir unit pids
+    for dir in /sys/fs/cgroup/ioshield.slice/*.scope; do
+        [ -d "$dir" ] || continue
+        unit=${dir##*/}
+        pids=$(tr '\n' ' ' < "$dir/cgroup.procs")
+        [ -n "$pids" ] || continue
+        case "$(prop "$unit" IOWriteBandwidthMax)" in "" | *infinity*) continue ;; esac
+        echo "$unit: $pids"
+    done
+}
+snapshot() {
+    {
+        echo "== $1"
+        systemd-cgls --no-pager /system.slice/fake-session.scope /ioshield.slice 2>&1
+        for f in /sys/fs/cgroup/ioshield.slice/*.scope/io.max; do
+            [ -e "$f" ] && echo "$f: $(cat "$f")"
+        done
+    } >> "$RESULTS/cgroups.txt"
+}
+
+# --- install --------------------------------------------------------------------------------
+T0=$(date +%s)
+log "installing $DEB"
+if dpkg -i "$DEB" > "$RESULTS/dpkg-install.log" 2>&1; then
+    pass install
+else
+    fail install "dpkg -i exited $?: $(tail -n 5 "$RESULTS/dpkg-install.log" | tr '\n' ' ')"
+fi
+cat "$RESULTS/dpkg-install.log"
+check enabled "systemctl is-enabled: $(systemctl is-enabled ioshield 2>&1)" \
+    test "$(systemctl is-enabled ioshield 2>/dev/null)" = enabled
+# Loading and attaching the BPF programs takes a while under emulation.
+wait_for 90 journal_has "$T0" "probes attached"
+check active-after-install "systemctl is-active: $(systemctl is-active ioshield)" \
+    test "$(systemctl is-active ioshield)" = active
+check probes-attached "no 'probes attached' in journalctl -u ioshield" journal_has "$T0" "probes attached"
+
+# --- configure: the data disk is known to be 30 MB/s, and must use the cgroup action -------------
+# Shorter smoothing and hold than the defaults, so the release comes within the test's patience.
+mkdir -p /etc/ioshield
+cat > /etc/ioshield/ioshield.toml <<EOF
+[daemon]
+tau = "4s"
+[device."$DATA_DEV"]
+bandwidth = "30MB/s"
+action = "cgroup"
+hold = "5s"
+EOF
+check check-config "$(ioshield check-config /etc/ioshield/ioshield.toml 2>&1 | tail -n 3 | tr '\n' ' ')" \
+    ioshield check-config /etc/ioshield/ioshield.toml
+T1=$(date +%s)
+systemctl restart ioshield
+wait_for 90 journal_has "$T1" "probes attached"
+check active-after-restart "systemctl is-active: $(systemctl is-active ioshield)" \
+    test "$(systemctl is-active ioshield)" = active
+check systemd-backend "the daemon did not choose systemd for the cgroup action: $(journal_since "$T1" | grep -i action | head -n 3 | tr '\n' ' ')" \
+    journal_has "$T1" "cgroup action through systemd"
+
+# --- a writer and an innocent loop share one scope, like a login session ---------------------
+cat > "$CTL/session.sh" <<'EOF'
+# Innocent: small appends twice a second. Writer: 1 MiB buffered writes while $CTL/write exists,
+# idle (but alive) otherwise, gone once $CTL/quit exists.
+sh -c 'echo $$ > "$CTL/innocent.pid"; while :; do date >> "$DATA/innocent.log"; sleep 0.5; done' &
+perl -e '
+    my ($file, $ctl) = @ARGV;
+    open(my $f, ">", $file) or die "$file: $!";
+    my $buf = "\0" x (1 << 20);
+    my $written = 0;
+    until (-e "$ctl/quit") {
+        if (-e "$ctl/write") {
+            syswrite($f, $buf) or die "write: $!";
+            # Stay within the 8 GiB disk: start over at 2 GiB.
+            if (($written += 1 << 20) >= 2 << 30) { seek($f, 0, 0); $written = 0; }
+        } else {
+            select(undef, undef, undef, 0.2);
+        }
+    }' "$DATA/big" "$CTL" &
+echo $! > "$CTL/writer.pid"
+wait
+EOF
+touch "$CTL/write"
+T2=$(date +%s)
+CTL=$CTL DATA=$DATA systemd-run --scope --unit=fake-session.scope --description="fake login session" \
+    -- bash "$CTL/session.sh" > "$RESULTS/fake-session.log" 2>&1 &
+wait_for 20 test -s "$CTL/writer.pid" -a -s "$CTL/innocent.pid"
+WRITER=$(cat "$CTL/writer.pid" 2>/dev/null)
+INNOCENT=$(cat "$CTL/innocent.pid" 2>/dev/null)
+log "writer pid ${WRITER:-?}, innocent pid ${INNOCENT:-?}"
+check session-scope "writer in $(cgroup_of "$WRITER"), innocent in $(cgroup_of "$INNOCENT")" \
+    eval 'in_unit "$WRITER" fake-session.scope && in_unit "$INNOCENT" fake-session.scope'
+
+wait_for 120 journal_has "$T2" "^restrict pid"
+RESTRICT=$(journal_since "$T2" | grep -m1 "^restrict pid")
+log "journal: ${RESTRICT:-no restrict line}"
+check restrict-logged "no 'restrict pid' in the journal within 120 s" test -n "$RESTRICT"
+check restrict-chose-writer "expected pid $WRITER: $RESTRICT" \
+    eval 'echo "$RESTRICT" | grep -q "^restrict pid $WRITER "'
+wait_for 10 limited_scope_of "$WRITER" > /dev/null
+SCOPE=$(limited_scope_of "$WRITER")
+snapshot "restricted"
+check writer-in-ioshield-scope "writer's cgroup is $(cgroup_of "$WRITER")" \
+    eval 'cgroup_of "$WRITER" | grep -q "^/ioshield.slice/ioshield-r.*\.scope$"'
+LIMIT=$(prop "${SCOPE:-none}" IOWriteBandwidthMax)
+log "$SCOPE IOWriteBandwidthMax=$LIMIT io.max: $(cat "/sys/fs/cgroup/ioshield.slice/$SCOPE/io.max" 2>/dev/null)"
+check scope-write-limit "IOWriteBandwidthMax of ${SCOPE:-no scope} is '$LIMIT'" \
+    eval 'echo "$LIMIT" | grep -q "^$DATA_DEV [0-9]"'
+# The limit holds: what the scope writes to the disk (io.stat counts bios after throttling).
+wbytes() { sed -n "s/^$(cat "/sys/block/${DATA_DEV#/dev/}/dev") .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/ioshield.slice/$SCOPE/io.stat" 2>/dev/null; }
+W0=$(wbytes)
+sleep 5
+W1=$(wbytes)
+RATE=$(( (${W1:-0} - ${W0:-0}) / 5 ))
+log "$SCOPE wrote $RATE B/s to $DATA_DEV while limited"
+check scope-throttled "$SCOPE wrote $RATE B/s (limit 15000000)" \
+    test "$RATE" -gt 0 -a "$RATE" -le 16500000
+check innocent-stays "innocent loop's cgroup is $(cgroup_of "$INNOCENT")" in_unit "$INNOCENT" fake-session.scope
+STATUS=$(ioshield status 2>&1)
+echo "$STATUS" > "$RESULTS/status-restricted.txt"
+check status-shows-offender "ioshield status: $(echo "$STATUS" | head -n 5 | tr '\n' ' ')" \
+    eval 'echo "$STATUS" | grep -qw "$WRITER"'
+check status-root-only "an unprivileged user could query the socket" \
+    eval '! setpriv --reuid=65534 --regid=65534 --clear-groups ioshield status > /dev/null 2>&1'
+
+# --- the writer stops writing: released, limits lifted, handed back --------------------------
+rm -f "$CTL/write"
+T3=$(date +%s)
+wait_for 120 journal_has "$T3" "^release pid $WRITER "
+RELEASE=$(journal_since "$T3" | grep -m1 "^release pid")
+log "journal: ${RELEASE:-no release line}"
+check release-logged "no 'release pid $WRITER' in the journal within 120 s" test -n "$RELEASE"
+wait_for 10 in_unit "$WRITER" fake-session.scope
+snapshot "released"
+LIFTED=$(prop "${SCOPE:-none}" IOWriteBandwidthMax)
+check limits-lifted "$SCOPE still has IOWriteBandwidthMax=$LIFTED, $(systemctl is-active "$SCOPE" 2>&1)" \
+    eval 'case "$LIFTED" in "" | *infinity*) true ;; *) false ;; esac'
+check handed-back "writer's cgroup is $(cgroup_of "$WRITER")" in_unit "$WRITER" fake-session.scope
+check innocent-untouched "innocent loop's cgroup is $(cgroup_of "$INNOCENT")" in_unit "$INNOCENT" fake-session.scope
+
+# --- restricted again, then the service stops: everything undone -----------------------------
+touch "$CTL/write"
+T4=$(date +%s)
+wait_for 120 journal_has "$T4" "^restrict pid"
+check restrict-again "no second 'restrict pid' within 120 s" journal_has "$T4" "^restrict pid"
+wait_for 10 limited_scope_of "$WRITER" > /dev/null
+snapshot "restricted again"
+systemctl stop ioshield
+rm -f "$CTL/write"
+snapshot "after stop"
+STATE=$(systemctl is-active ioshield)
+check stop-clean "after systemctl stop: $STATE, result $(prop ioshield Result)" \
+    eval 'test "$STATE" = inactive'
+LEFT=$(limited_leftovers)
+check stop-restores "limited scopes still hold processes: $LEFT" test -z "$LEFT"
+check stop-hands-back "writer's cgroup is $(cgroup_of "$WRITER")" in_unit "$WRITER" fake-session.scope
+journalctl -u ioshield -o cat --no-pager --since "@$T4" | tail -n 20
+
+touch "$CTL/quit"
+systemctl stop fake-session.scope 2>/dev/null
+
+# --- remove, then purge --------------------------------------------------------------------
+systemctl start ioshield # remove must stop a running service
+if dpkg -r ioshield > "$RESULTS/dpkg-remove.log" 2>&1; then
+    pass remove
+else
+    fail remove "dpkg -r exited $?: $(tail -n 5 "$RESULTS/dpkg-remove.log" | tr '\n' ' ')"
+fi
+cat "$RESULTS/dpkg-remove.log"
+check remove-stops-service "ioshield is $(systemctl is-active ioshield) after remove" \
+    eval '! pgrep -x ioshield > /dev/null && test "$(systemctl is-active ioshield)" != active'
+check remove-binary "/usr/bin/ioshield is still there" test ! -e /usr/bin/ioshield
+# debhelper's postrm masks the unit on remove (so a leftover enable symlink cannot start it) and
+# unmasks it on purge.
+check remove-unit "unit file left: $(ls /lib/systemd/system/ioshield.service /usr/lib/systemd/system/ioshield.service 2>/dev/null)" \
+    eval '! ls /lib/systemd/system/ioshield.service /usr/lib/systemd/system/ioshield.service > /dev/null 2>&1'
+check remove-keeps-conffile "/etc/ioshield/ioshield.toml is gone after remove (conffiles stay until purge)" \
+    test -e /etc/ioshield/ioshield.toml
+check remove-status "dpkg status: $(dpkg-query -W -f='${Status}' ioshield 2>&1)" \
+    test "$(dpkg-query -W -f='${Status}' ioshield 2>/dev/null)" = "deinstall ok config-files"
+if dpkg --purge ioshield > "$RESULTS/dpkg-purge.log" 2>&1; then
+    pass purge
+else
+    fail purge "dpkg --purge exited $?: $(tail -n 5 "$RESULTS/dpkg-purge.log" | tr '\n' ' ')"
+fi
+cat "$RESULTS/dpkg-purge.log"
+LEFT=$(find /etc/ioshield /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled \
+    /var/lib/systemd/deb-systemd-helper-masked -name 'ioshield*' ! -name 'ioshield-e2e*' 2>/dev/null)
+check purge-clean "left after purge: $LEFT" test -z "$LEFT"
+check purge-status "dpkg still knows it: $(dpkg-query -W -f='${Status}' ioshield 2>&1)" \
+    eval '! dpkg-query -W ioshield > /dev/null 2>&1'
+
+journalctl -u ioshield -o short-monotonic --no-pager > "$RESULTS/ioshield.journal" 2>&1
+echo "e2e: $PASSED passed, $FAILED failed" | tee -a "$CHECKS"
+[ "$FAILED" -eq 0 ]

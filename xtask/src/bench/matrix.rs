@@ -1,0 +1,131 @@
+//! Running the matrix: one guest boot per (repeat, kernel, scenario), repeats outermost so that
+//! the shared host's slow moments spread over all scenarios instead of hitting one.
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    time::Instant,
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::cmd::{cargo, workspace_root};
+
+pub struct Plan {
+    pub kernels: Vec<String>,
+    pub scenarios: Vec<String>,
+    pub repeat: usize,
+    pub duration: u64,
+    pub out: PathBuf,
+}
+
+impl Plan {
+    /// `OUT/runs/<scenario>/<kernel>/r<n>`; the guest's results land in its `results/`.
+    pub fn run_dir(&self, scenario: &str, kernel: &str, repeat: usize) -> PathBuf {
+        self.out
+            .join("runs")
+            .join(scenario)
+            .join(kernel)
+            .join(format!("r{repeat}"))
+    }
+
+    /// The offender's window inside the loads' run: facts.md §3's 5 s..45 s of 50 s, and for
+    /// short runs (as `vm ci`) 3 s..duration-3 s so it still stops before the loads do.
+    pub fn offender_window(&self) -> (u64, u64) {
+        let start = if self.duration >= 40 { 5 } else { 3 };
+        (start, self.duration.saturating_sub(start).max(start + 1))
+    }
+
+    fn env(&self, scenario: &str) -> Vec<String> {
+        let (start, stop) = self.offender_window();
+        let mut env = vec![
+            format!("SCENARIO={scenario}"),
+            format!("DURATION={}", self.duration),
+            format!("OFFENDER_START={start}"),
+            format!("OFFENDER_STOP={stop}"),
+            "TIMELINE=1".to_string(),
+        ];
+        if scenario.starts_with("ioshield") {
+            env.push("BPF_STATS=1".to_string());
+        }
+        env
+    }
+}
+
+/// The ioshield binary every run uses: a copy, so a rebuild of the tree mid-bench changes nothing.
+pub fn binary(given: Option<&Path>, out: &Path) -> Result<PathBuf> {
+    let source = match given {
+        Some(p) => p.to_path_buf(),
+        None => {
+            crate::setup::ensure()?;
+            cargo(&["build", "--release", "--package", "ioshield"])?;
+            workspace_root().join("target/release/ioshield")
+        }
+    };
+    std::fs::create_dir_all(out)?;
+    let copy = out.join("ioshield");
+    std::fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
+    Ok(copy)
+}
+
+pub fn run_all(plan: &Plan, bin: &Path) -> Result<()> {
+    let total = plan.repeat * plan.kernels.len() * plan.scenarios.len();
+    let started = Instant::now();
+    let mut n = 0;
+    for repeat in 0..plan.repeat {
+        for kernel in &plan.kernels {
+            for scenario in &plan.scenarios {
+                n += 1;
+                let dir = plan.run_dir(scenario, kernel, repeat);
+                eprintln!(
+                    "xtask: bench: [{n}/{total}] {scenario} on {kernel}, repeat {} ({:.0} s so far)",
+                    repeat + 1,
+                    started.elapsed().as_secs_f64()
+                );
+                run_one(plan, scenario, kernel, &dir, bin)?;
+            }
+        }
+    }
+    eprintln!(
+        "xtask: bench: {total} runs in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+/// One boot, retried once: about 1 in 20 boots of 6.12 under TCG crashes early (facts.md §4).
+fn run_one(plan: &Plan, scenario: &str, kernel: &str, dir: &Path, bin: &Path) -> Result<()> {
+    let mut last = String::new();
+    for attempt in 1..=2 {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir)?;
+        let mut cmd = Command::new(std::env::current_exe()?);
+        cmd.args(["vm", "run", "--quiet", "--kernel", kernel, "--script"])
+            .arg(workspace_root().join("tests/vm/stall.sh"))
+            .arg("--out")
+            .arg(dir.parent().expect("run dirs have a parent"))
+            .arg("--ioshield")
+            .arg(bin)
+            .args(["--timeout", &(plan.duration + 300).to_string()]);
+        for e in plan.env(scenario) {
+            cmd.args(["--env", &e]);
+        }
+        let output = cmd.output().context("starting `xtask vm run`")?;
+        // `vm run` puts its results in OUT/<kernel>/results; move them under the repeat's dir.
+        let produced = dir.parent().expect("has parent").join(kernel);
+        if produced.exists() {
+            let _ = std::fs::remove_dir_all(dir);
+            std::fs::rename(&produced, dir)?;
+        }
+        std::fs::write(dir.join("xtask.log"), &output.stderr)?;
+        if dir.join("results/multiwrite.json").is_file() {
+            return Ok(());
+        }
+        last = String::from_utf8_lossy(&output.stderr)
+            .lines()
+            .last()
+            .unwrap_or("")
+            .to_string();
+        eprintln!("xtask: bench: attempt {attempt} failed: {last}");
+    }
+    anyhow::bail!("{scenario} on {kernel} failed twice: {last}")
+}

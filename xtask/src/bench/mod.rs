@@ -1,0 +1,94 @@
+//! `cargo xtask bench`: the stall benchmark of facts.md §3 as a matrix (scenario x kernel x
+//! repeat) of `tests/vm/stall.sh` runs, summarised as a markdown table of medians and spreads
+//! with ratios to the unmitigated run of the same bench, a JSON file of every run, and a PNG
+//! timeline per scenario and kernel.
+//!
+//! Each run is a `cargo xtask vm run` child process with one ioshield binary, built once at the
+//! start, so that the whole matrix measures the same daemon even while the tree changes.
+mod matrix;
+mod plot;
+mod report;
+mod results;
+mod stats;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::Args;
+
+/// Every scenario `stall.sh` knows, in the order the table shows them.
+pub const SCENARIOS: &[&str] = &["none", "thesis", "ioshield-ioprio", "ioshield", "oracle"];
+pub const KERNELS: &[&str] = &["6.1", "6.12"];
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Kernel series (comma-separated or repeated).
+    #[arg(long, value_delimiter = ',', default_values_t = KERNELS.iter().map(|s| s.to_string()))]
+    kernel: Vec<String>,
+    /// Scenarios (comma-separated or repeated); `none` is always added as the reference.
+    #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]
+    scenario: Vec<String>,
+    /// Runs per scenario and kernel.
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    /// Seconds the innocent loads run (facts.md §3 uses 50).
+    #[arg(long, default_value_t = 50)]
+    duration: u64,
+    /// Directory for every run's results, bench.md and the PNG timelines.
+    #[arg(long, default_value = "target/bench")]
+    out: PathBuf,
+    /// Also write every run's numbers as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Test this ioshield binary instead of building the workspace's.
+    #[arg(long)]
+    ioshield: Option<PathBuf>,
+    /// Only summarise the runs already in OUT (no VM is booted).
+    #[arg(long)]
+    report_only: bool,
+}
+
+pub fn main(args: BenchArgs) -> Result<()> {
+    let root = crate::cmd::workspace_root();
+    let absolute = |p: &PathBuf| {
+        if p.is_absolute() {
+            p.clone()
+        } else {
+            root.join(p)
+        }
+    };
+    let out = absolute(&args.out);
+    let mut scenarios = args.scenario.clone();
+    for s in &scenarios {
+        if !SCENARIOS.contains(&s.as_str()) {
+            anyhow::bail!("unknown scenario {s}; known: {}", SCENARIOS.join(", "));
+        }
+    }
+    // Ratios need the reference measured in the same bench.
+    if !scenarios.iter().any(|s| s == "none") {
+        scenarios.insert(0, "none".to_string());
+    }
+    let plan = matrix::Plan {
+        kernels: args.kernel.clone(),
+        scenarios,
+        repeat: args.repeat.max(1),
+        duration: args.duration,
+        out: out.clone(),
+    };
+    if !args.report_only {
+        let bin = matrix::binary(args.ioshield.as_deref(), &out)?;
+        matrix::run_all(&plan, &bin)?;
+    }
+    let runs = results::collect(&plan)?;
+    let md = report::markdown(&plan, &runs);
+    print!("{md}");
+    std::fs::write(out.join("bench.md"), &md)?;
+    if let Some(json) = &args.json {
+        std::fs::write(absolute(json), report::json(&runs)?)?;
+    }
+    for png in plot::timelines(&plan, &runs)? {
+        eprintln!("xtask: bench: timeline {}", png.display());
+    }
+    eprintln!("xtask: bench: table in {}", out.join("bench.md").display());
+    Ok(())
+}

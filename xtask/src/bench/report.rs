@@ -1,0 +1,194 @@
+//! The bench's outputs: a markdown table (also printed) and the JSON of every run.
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use serde_json::json;
+
+use super::{
+    matrix::Plan,
+    results::{LOADS, Run},
+    stats::{Summary, summarize},
+};
+
+/// The loads the tables compare; `control` does no I/O and only shows the host's noise.
+const TABLE_LOADS: &[&str] = &["write", "multiwrite"];
+
+pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
+    let mut md = String::new();
+    let (start, stop) = plan.offender_window();
+    let _ = writeln!(
+        md,
+        "# ioshield stall bench\n\n{} s loads, offender {start}-{stop} s, up to {} repeats; \
+         median (min-max) of the repeats; `x none` = median over the same kernel's `none` \
+         median, from this bench.\n",
+        plan.duration, plan.repeat
+    );
+    for kernel in &plan.kernels {
+        for load in TABLE_LOADS {
+            let _ = writeln!(md, "## {kernel}, {load}\n");
+            let _ = writeln!(
+                md,
+                "| scenario | runs | longest pause s | x none | total paused s | x none | \
+                 wait ms | x none | control longest s |"
+            );
+            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+            let metric = |scenario: &str, f: &dyn Fn(&Run) -> Option<f64>| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r.kernel == *kernel && r.scenario == scenario)
+                    .filter_map(f)
+                    .collect();
+                summarize(&v)
+            };
+            let of = |l: &'static str, pick: fn(&super::results::Load) -> f64| {
+                move |r: &Run| r.load(l).map(pick)
+            };
+            let longest = of(load, |l| l.longest_pause_s);
+            let total = of(load, |l| l.total_paused_s);
+            let wait = of(load, |l| l.wait_s);
+            let control = of("control", |l| l.longest_pause_s);
+            let none = [
+                metric("none", &longest),
+                metric("none", &total),
+                metric("none", &wait),
+            ];
+            for scenario in &plan.scenarios {
+                let cells = [
+                    metric(scenario, &longest),
+                    metric(scenario, &total),
+                    metric(scenario, &wait),
+                ];
+                let Some(n) = cells[0].as_ref().map(|s| s.n) else {
+                    continue;
+                };
+                let mut row = format!("| {scenario} | {n} |");
+                for (i, cell) in cells.iter().enumerate() {
+                    let (scale, dec) = if i == 2 { (1e3, 0) } else { (1.0, 2) };
+                    let _ = write!(
+                        row,
+                        " {} | {} |",
+                        cell.as_ref().map_or("-".into(), |s| s.show(scale, dec)),
+                        ratio(cell.as_ref(), none[i].as_ref())
+                    );
+                }
+                let c = metric(scenario, &control);
+                let _ = writeln!(md, "{row} {} |", c.map_or("-".into(), |s| s.show(1.0, 2)));
+            }
+            md.push('\n');
+        }
+        daemon_section(&mut md, plan, kernel, runs);
+    }
+    md
+}
+
+fn ratio(x: Option<&Summary>, none: Option<&Summary>) -> String {
+    match (x, none) {
+        (Some(x), Some(n)) if n.median > 0.0 => format!("{:.2}", x.median / n.median),
+        _ => "-".into(),
+    }
+}
+
+/// Detection latency, the daemon's cost, and the BPF programs' cost per event.
+fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
+    let daemon_runs: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.kernel == kernel && r.scenario.starts_with("ioshield"))
+        .collect();
+    if daemon_runs.is_empty() {
+        return;
+    }
+    let _ = writeln!(md, "## {kernel}, the daemon\n");
+    let _ = writeln!(
+        md,
+        "| scenario | detection latency s | restricts per run | daemon CPU % | daemon RSS MiB |"
+    );
+    let _ = writeln!(md, "|---|---|---|---|---|");
+    for scenario in plan.scenarios.iter().filter(|s| s.starts_with("ioshield")) {
+        let mine: Vec<&&Run> = daemon_runs
+            .iter()
+            .filter(|r| r.scenario == *scenario)
+            .collect();
+        let show = |v: Vec<f64>, scale: f64, dec: usize| {
+            summarize(&v).map_or("-".into(), |s| s.show(scale, dec))
+        };
+        let restricts: Vec<f64> = mine
+            .iter()
+            .map(|r| r.actions.iter().filter(|(_, a)| a == "restrict").count() as f64)
+            .collect();
+        let _ = writeln!(
+            md,
+            "| {scenario} | {} | {} | {} | {} |",
+            show(
+                mine.iter().filter_map(|r| r.detect_latency_s).collect(),
+                1.0,
+                2
+            ),
+            show(restricts, 1.0, 0),
+            show(
+                mine.iter().filter_map(|r| r.daemon_cpu_percent).collect(),
+                1.0,
+                1
+            ),
+            show(
+                mine.iter()
+                    .filter_map(|r| r.daemon_rss_bytes.map(|b| b as f64))
+                    .collect(),
+                1.0 / (1024.0 * 1024.0),
+                1
+            ),
+        );
+    }
+    md.push('\n');
+    // kernel.bpf_stats_enabled adds two clock reads per program run, so these are upper bounds.
+    let mut programs: Vec<(String, String, u64, u64)> = Vec::new();
+    for r in &daemon_runs {
+        for p in &r.bpf {
+            match programs.iter_mut().find(|q| q.0 == p.tag) {
+                Some(q) => {
+                    q.2 += p.run_cnt;
+                    q.3 += p.run_time_ns;
+                }
+                None => programs.push((p.tag.clone(), p.kind.clone(), p.run_cnt, p.run_time_ns)),
+            }
+        }
+    }
+    if programs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "BPF programs over all daemon runs (kernel.bpf_stats_enabled; fdinfo has no names):\n\n\
+         | prog tag | type | events | ns/event |\n|---|---|---|---|"
+    );
+    programs.sort_by_key(|p| std::cmp::Reverse(p.2));
+    for (tag, kind, cnt, ns) in programs {
+        let per = if cnt > 0 { ns as f64 / cnt as f64 } else { 0.0 };
+        let _ = writeln!(md, "| {tag} | {kind} | {cnt} | {per:.0} |");
+    }
+    md.push('\n');
+}
+
+pub fn json(runs: &[Run]) -> Result<String> {
+    let mut rows = Vec::new();
+    for r in runs {
+        for name in LOADS {
+            let Some(l) = r.load(name) else { continue };
+            let mut row = json!({
+                "scenario": r.scenario,
+                "kernel": r.kernel,
+                "repeat": r.repeat,
+                "load": name,
+                "longest_pause_s": l.longest_pause_s,
+                "total_paused_s": l.total_paused_s,
+                "wait_s": l.wait_s,
+            });
+            if r.scenario.starts_with("ioshield") {
+                row["detect_latency_s"] = json!(r.detect_latency_s);
+                row["daemon_cpu_percent"] = json!(r.daemon_cpu_percent);
+                row["daemon_rss_bytes"] = json!(r.daemon_rss_bytes);
+            }
+            rows.push(row);
+        }
+    }
+    Ok(serde_json::to_string_pretty(&json!({ "runs": rows }))? + "\n")
+}

@@ -1,0 +1,289 @@
+//! Reading one run's results directory (written by `tests/vm/stall.sh`) into numbers.
+use std::{fs, path::Path};
+
+use anyhow::{Context as _, Result};
+use serde_json::Value;
+
+use super::matrix::Plan;
+
+/// The innocent loads, in the order tables list them.
+pub const LOADS: &[&str] = &["control", "write", "multiwrite"];
+
+pub struct Load {
+    pub name: String,
+    pub longest_pause_s: f64,
+    pub total_paused_s: f64,
+    pub wait_s: f64,
+    /// (seconds since the run's start, pause in seconds) of every late cycle.
+    pub pauses: Vec<(f64, f64)>,
+}
+
+/// One sample of `timeline.txt`.
+pub struct Sample {
+    pub t: f64,
+    pub dirty_mb: f64,
+    pub writeback_mb: f64,
+}
+
+pub struct Run {
+    pub scenario: String,
+    pub kernel: String,
+    pub repeat: usize,
+    pub loads: Vec<Load>,
+    /// Offender's first write to the daemon's first `restrict` line.
+    pub detect_latency_s: Option<f64>,
+    pub daemon_cpu_percent: Option<f64>,
+    pub daemon_rss_bytes: Option<u64>,
+    pub timeline: Vec<Sample>,
+    /// The offender's first and last write, seconds since the run's start.
+    pub offender: Option<(f64, f64)>,
+    /// (seconds since the run's start, "restrict" | "release").
+    pub actions: Vec<(f64, String)>,
+    pub bpf: Vec<BpfProgram>,
+}
+
+/// A BPF program's statistics (kernel.bpf_stats_enabled), from the daemon's fdinfo.
+pub struct BpfProgram {
+    pub tag: String,
+    pub kind: String,
+    pub run_cnt: u64,
+    pub run_time_ns: u64,
+}
+
+impl Run {
+    pub fn load(&self, name: &str) -> Option<&Load> {
+        self.loads.iter().find(|l| l.name == name)
+    }
+}
+
+/// Every run of the plan that left results; missing ones are reported and skipped.
+pub fn collect(plan: &Plan) -> Result<Vec<Run>> {
+    let mut runs = Vec::new();
+    for scenario in &plan.scenarios {
+        for kernel in &plan.kernels {
+            for repeat in 0..plan.repeat {
+                let dir = plan.run_dir(scenario, kernel, repeat).join("results");
+                match read(&dir, scenario, kernel, repeat) {
+                    Ok(r) => runs.push(r),
+                    Err(e) => eprintln!("xtask: bench: skipping {}: {e:#}", dir.display()),
+                }
+            }
+        }
+    }
+    Ok(runs)
+}
+
+fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> {
+    let records: Vec<Value> = LOADS
+        .iter()
+        .map(|l| json(&dir.join(format!("{l}.json"))))
+        .collect::<Result<_>>()?;
+    // Time zero: the first load's start, so every series of the run shares one axis.
+    let t0 = records
+        .iter()
+        .filter_map(|r| r["start_s"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    let loads = LOADS
+        .iter()
+        .zip(&records)
+        .map(|(name, r)| load(name, r, t0))
+        .collect::<Result<_>>()?;
+    let offender = json(&dir.join("offender.json")).ok();
+    let offender_span = offender.as_ref().and_then(|o| {
+        let start = o["start_s"].as_f64()?;
+        let end = o["cycle_ends_s"].as_array()?.last()?.as_f64()?;
+        Some((start - t0, end - t0))
+    });
+    let offset = clock_offset(dir);
+    let actions = match (offset, fs::read_to_string(dir.join("daemon.log"))) {
+        (Some(offset), Ok(log)) => daemon_actions(&log, offset, t0),
+        _ => Vec::new(),
+    };
+    let detect_latency_s = offender_span.and_then(|(start, _)| {
+        actions
+            .iter()
+            .find(|(_, a)| a == "restrict")
+            .map(|(t, _)| t - start)
+    });
+    let (timeline, cpu, rss) = timeline(dir, t0);
+    Ok(Run {
+        scenario: scenario.to_string(),
+        kernel: kernel.to_string(),
+        repeat,
+        loads,
+        detect_latency_s,
+        daemon_cpu_percent: cpu,
+        daemon_rss_bytes: rss,
+        timeline,
+        offender: offender_span,
+        actions,
+        bpf: bpf_stats(dir),
+    })
+}
+
+fn json(path: &Path) -> Result<Value> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn load(name: &str, r: &Value, t0: f64) -> Result<Load> {
+    let m = &r["metrics"];
+    let num = |k: &str| {
+        m[k].as_f64()
+            .with_context(|| format!("{name}.json has no metrics.{k}"))
+    };
+    let nominal = r["nominal_s"].as_f64().unwrap_or(0.0);
+    let mut previous = r["start_s"].as_f64().unwrap_or(t0);
+    let mut pauses = Vec::new();
+    for end in r["cycle_ends_s"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_f64)
+    {
+        let pause = end - previous - nominal;
+        if pause > 0.0 {
+            // Plotted where the pause ended, the moment the load noticed it.
+            pauses.push((end - t0, pause));
+        }
+        previous = end;
+    }
+    Ok(Load {
+        name: name.to_string(),
+        longest_pause_s: num("longest_pause_s")?,
+        total_paused_s: num("total_paused_s")?,
+        wait_s: num("wait_s")?,
+        pauses,
+    })
+}
+
+/// realtime - monotonic, from `clock.txt` ("realtime R monotonic M").
+fn clock_offset(dir: &Path) -> Option<f64> {
+    let text = fs::read_to_string(dir.join("clock.txt")).ok()?;
+    let f: Vec<&str> = text.split_whitespace().collect();
+    match f.as_slice() {
+        ["realtime", r, "monotonic", m, ..] => {
+            Some(r.parse::<f64>().ok()? - m.parse::<f64>().ok()?)
+        }
+        _ => None,
+    }
+}
+
+/// `restrict pid` / `release pid` lines of the daemon's log, on the loads' clock.
+fn daemon_actions(log: &str, offset: f64, t0: f64) -> Vec<(f64, String)> {
+    log.lines()
+        .filter_map(|line| {
+            let action = ["restrict pid", "release pid"]
+                .into_iter()
+                .find(|a| line.contains(&format!("INFO {a}")))?;
+            let wall = rfc3339_seconds(line.split_whitespace().next()?)?;
+            let kind = action.split(' ').next().expect("non-empty").to_string();
+            Some((wall - offset - t0, kind))
+        })
+        .collect()
+}
+
+/// Seconds since the epoch of a UTC timestamp like `2026-11-22T00:33:11.811095Z` (the format of
+/// the daemon's tracing output).
+pub fn rfc3339_seconds(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>());
+    let (y, mo, day) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut t = time.split(':');
+    let (h, mi) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let sec = t.next()?.parse::<f64>().ok()?;
+    // Howard Hinnant's days_from_civil.
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * (mo + if mo > 2 { -3 } else { 9 }) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + h * 3600 + mi * 60) as f64 + sec)
+}
+
+/// The vmstat series, and the daemon's CPU (average over the run) and peak RSS.
+fn timeline(dir: &Path, t0: f64) -> (Vec<Sample>, Option<f64>, Option<u64>) {
+    let Ok(text) = fs::read_to_string(dir.join("timeline.txt")) else {
+        return (Vec::new(), None, None);
+    };
+    const PAGE_MB: f64 = 4096.0 / 1e6;
+    // /proc/PID/stat counts in USER_HZ, 100 on every Linux architecture ioshield supports.
+    const TICKS_PER_S: f64 = 100.0;
+    let mut samples = Vec::new();
+    let mut ticks: Vec<(f64, f64)> = Vec::new();
+    let mut rss_kb: Option<u64> = None;
+    for line in text.lines() {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let [up, dirty, wb, rest @ ..] = f.as_slice() else {
+            continue;
+        };
+        let (Ok(up), Ok(dirty), Ok(wb)) =
+            (up.parse::<f64>(), dirty.parse::<f64>(), wb.parse::<f64>())
+        else {
+            continue;
+        };
+        samples.push(Sample {
+            t: up - t0,
+            dirty_mb: dirty * PAGE_MB,
+            writeback_mb: wb * PAGE_MB,
+        });
+        if let [tk, rss, ..] = rest {
+            if let Ok(tk) = tk.parse::<f64>() {
+                ticks.push((up, tk));
+            }
+            if let Ok(kb) = rss.parse::<u64>() {
+                rss_kb = Some(rss_kb.map_or(kb, |m| m.max(kb)));
+            }
+        }
+    }
+    let cpu = match (ticks.first(), ticks.last()) {
+        (Some(a), Some(b)) if b.0 > a.0 => Some((b.1 - a.1) / TICKS_PER_S / (b.0 - a.0) * 100.0),
+        _ => None,
+    };
+    (samples, cpu, rss_kb.map(|kb| kb * 1024))
+}
+
+/// `bpf-stats.txt`: one line per program, `key: value` pairs from fdinfo.
+fn bpf_stats(dir: &Path) -> Vec<BpfProgram> {
+    let Ok(text) = fs::read_to_string(dir.join("bpf-stats.txt")) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let words: Vec<&str> = line.split_whitespace().collect();
+            let get = |k: &str| {
+                words
+                    .iter()
+                    .position(|w| *w == k)
+                    .and_then(|i| words.get(i + 1))
+                    .map(|s| s.to_string())
+            };
+            Some(BpfProgram {
+                tag: get("prog_tag:")?,
+                kind: get("prog_type:").unwrap_or_default(),
+                run_cnt: get("run_cnt:")?.parse().ok()?,
+                run_time_ns: get("run_time_ns:")?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_tracing_timestamps() {
+        assert_eq!(rfc3339_seconds("1970-01-01T00:00:01.5Z"), Some(1.5));
+        // date -u -d 2026-11-22T00:33:11Z +%s
+        assert_eq!(
+            rfc3339_seconds("2026-11-22T00:33:11.000000Z"),
+            Some(1_795_307_591.0)
+        );
+    }
+}

@@ -1,0 +1,144 @@
+//! `cargo xtask package`: the .deb and .rpm, from the release binary (BPF object embedded), the
+//! unit and default config in `packaging/`, and the man pages and completions that
+//! `ioshield generate-assets` writes from the clap definitions. What goes where is declared in
+//! `ioshield/Cargo.toml` (`[package.metadata.deb]`, `[package.metadata.generate-rpm]`).
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::cmd::{command, run, workspace_root};
+
+/// Where the package metadata expects the generated assets: under `target/release/`, which both
+/// cargo-deb and cargo-generate-rpm map to the real target directory.
+const ASSETS: &str = "target/release/assets";
+const PACKAGES: &str = "target/packages";
+
+/// Cargo subcommands used to build the packages: (subcommand, crate that installs it).
+const TOOLS: [(&str, &str); 2] = [("deb", "cargo-deb"), ("generate-rpm", "cargo-generate-rpm")];
+
+pub fn run_all() -> Result<()> {
+    crate::setup::ensure()?;
+    crate::build_release()?;
+    // strip for the rpm's binary (cargo-deb strips its own copy), gzip for the man pages.
+    crate::setup::apt_install(&["binutils", "gzip"])?;
+    let root = workspace_root();
+    generate_assets(&root)?;
+    for (sub, krate) in TOOLS {
+        ensure_tool(sub, krate)?;
+    }
+    let out = root.join(PACKAGES);
+    clear_packages(&out)?;
+    let out_arg = out.to_string_lossy();
+    // --no-build: the release binary was just built, with the BPF toolchain's environment.
+    crate::cmd::cargo(&[
+        "deb",
+        "--package",
+        "ioshield",
+        "--no-build",
+        "--output",
+        &out_arg,
+    ])?;
+    crate::cmd::cargo(&[
+        "generate-rpm",
+        "--package",
+        "ioshield",
+        "--output",
+        &out_arg,
+    ])?;
+    report(&out)
+}
+
+/// Regenerates the assets from scratch, so that a page of a removed subcommand is not packaged.
+fn generate_assets(root: &Path) -> Result<()> {
+    let dir = root.join(ASSETS);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("cannot clear {}", dir.display()))?;
+    }
+    let bin = root.join("target/release/ioshield");
+    run(command(&bin)
+        .arg("generate-assets")
+        .arg(&dir)
+        .stdout(std::process::Stdio::null()))?;
+    // Man pages go in gzipped (Debian policy; rpm does not compress them for us). -n leaves the
+    // name and time out of the header, so the same page gives the same bytes.
+    let pages = man_pages(&dir)?;
+    if pages.is_empty() {
+        bail!(
+            "ioshield generate-assets wrote no man page into {}",
+            dir.display()
+        );
+    }
+    run(command("gzip").args(["-9", "-n", "-f"]).args(&pages))?;
+    // cargo-generate-rpm packages binaries as they are; the release binary keeps its symbols
+    // for profiling here, so the rpm gets a stripped copy.
+    run(command("strip")
+        .arg("-o")
+        .arg(dir.join("ioshield"))
+        .arg(&bin))
+}
+
+fn man_pages(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
+    let mut pages = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "1") {
+            pages.push(path);
+        }
+    }
+    Ok(pages)
+}
+
+/// `cargo install --locked KRATE` unless `cargo SUB --version` already works.
+fn ensure_tool(sub: &str, krate: &str) -> Result<()> {
+    let installed = command(env!("CARGO"))
+        .args([sub, "--version"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if installed {
+        return Ok(());
+    }
+    eprintln!("xtask: installing {krate} (a few minutes, once)");
+    crate::cmd::cargo(&["install", "--locked", krate])
+}
+
+/// Removes the packages of earlier runs, so the listing shows only what this run built.
+fn clear_packages(out: &Path) -> Result<()> {
+    std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+    for entry in std::fs::read_dir(out)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "deb" || e == "rpm") {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("cannot remove {}", path.display()))?;
+        }
+    }
+    Ok(())
+}
+
+fn report(out: &Path) -> Result<()> {
+    let mut built = Vec::new();
+    for entry in std::fs::read_dir(out)? {
+        let entry = entry?;
+        let path = entry.path();
+        if path.extension().is_some_and(|e| e == "deb" || e == "rpm") {
+            built.push((path, entry.metadata()?.len()));
+        }
+    }
+    if built.len() != 2 {
+        bail!(
+            "expected one .deb and one .rpm in {}, found {}",
+            out.display(),
+            built.len()
+        );
+    }
+    built.sort();
+    for (path, size) in built {
+        println!(
+            "{}  {:.1} MiB",
+            path.display(),
+            size as f64 / (1024.0 * 1024.0)
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! `cargo xtask vm e2e`: the Debian package on a real systemd machine. Boots Debian 12 (systemd
+//! as PID 1, rootfs.rs) on each kernel, and its `ioshield-e2e.service` installs the package with
+//! dpkg and runs tests/vm/e2e-systemd.sh, whose `PASS`/`FAIL` lines are printed here.
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{
+    disks, kernels, rootfs,
+    sysboot::{self, FileSource},
+};
+use crate::{cmd::workspace_root, setup};
+
+const HOST_PACKAGES: &[&str] = &[
+    "qemu-system-x86",
+    "busybox-static",
+    "e2fsprogs",
+    "cpio",
+    "kmod",
+    "xz-utils",
+    "debootstrap",
+];
+
+/// The target the guest boots into: basic.target (sysinit, sockets, journald, udev) plus the
+/// system bus, as on a server, and the test; no getty, no multi-user.target.
+const TARGET: &str = "\
+[Unit]
+Description=ioshield end-to-end test
+Requires=basic.target ioshield-e2e.service
+Wants=dbus.service
+After=basic.target
+AllowIsolate=yes
+";
+
+const SERVICE: &str = "\
+[Unit]
+Description=ioshield end-to-end test script
+After=basic.target dbus.service
+[Service]
+Type=oneshot
+ExecStart=/bin/bash /e2e/run.sh
+StandardOutput=journal+console
+StandardError=journal+console
+TimeoutStartSec=infinity
+";
+
+pub struct Args<'a> {
+    pub series: &'a [String],
+    /// The package; default: the newest `target/packages/*.deb`.
+    pub deb: Option<&'a Path>,
+    pub script: &'a Path,
+    pub out: &'a Path,
+    pub timeout: Duration,
+    pub echo: bool,
+}
+
+pub fn run(a: &Args) -> Result<()> {
+    let started = Instant::now();
+    setup::apt_install(HOST_PACKAGES)?;
+    let deb = match a.deb {
+        Some(d) => d.to_path_buf(),
+        None => newest_deb(&workspace_root().join("target/packages"))?,
+    };
+    eprintln!("xtask: e2e with {}", deb.display());
+    let cache = workspace_root().join("target/vm-cache");
+    let mut failed = Vec::new();
+    for series in a.series {
+        let out = a.out.join(series);
+        match run_one(a, series, &deb, &cache, &out) {
+            Ok(summary) => {
+                eprintln!("xtask: vm e2e {series}: {summary}");
+                if !summary.ok {
+                    failed.push(format!("{series}: {}", summary.line));
+                }
+            }
+            Err(e) => {
+                eprintln!("xtask: vm e2e {series}: {e:#}");
+                failed.push(format!("{series}: {e:#}"));
+            }
+        }
+    }
+    eprintln!(
+        "xtask: vm e2e done in {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    if !failed.is_empty() {
+        bail!("e2e failed: {}", failed.join("; "));
+    }
+    Ok(())
+}
+
+struct Summary {
+    ok: bool,
+    line: String,
+    wall: Duration,
+}
+
+impl std::fmt::Display for Summary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} in {:.0}s", self.line, self.wall.as_secs_f64())
+    }
+}
+
+fn run_one(a: &Args, series: &str, deb: &Path, cache: &Path, out: &Path) -> Result<Summary> {
+    let started = Instant::now();
+    let kernel = kernels::fetch(series, cache)?;
+    let root = rootfs::image(cache, &kernel)?;
+    let _ = fs::remove_dir_all(out.join("results"));
+    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let work = cache.join(format!("work/e2e-{series}-{}", std::process::id()));
+    let _ = fs::remove_dir_all(&work);
+    fs::create_dir_all(&work)?;
+    let initrd = work.join("initrd.cpio");
+    sysboot::initrd(
+        &kernel,
+        &[
+            ("ioshield.deb", FileSource::Path(deb.to_path_buf())),
+            ("e2e-systemd.sh", FileSource::Path(a.script.to_path_buf())),
+            ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
+            ("ioshield-e2e.target", FileSource::Text(TARGET)),
+            ("ioshield-e2e.service", FileSource::Text(SERVICE)),
+        ],
+        &work.join("initrd"),
+        &initrd,
+    )?;
+    let (data, results) = (work.join("data.img"), work.join("results.img"));
+    let boot = sysboot::Boot {
+        vmlinuz: &kernel.vmlinuz(),
+        initrd: &initrd,
+        root: &root,
+        data: &data,
+        results: &results,
+        unit: "ioshield-e2e.target",
+        timeout: a.timeout,
+        console_log: &out.join("console.log"),
+        echo: a.echo,
+    };
+    let status = sysboot::run(&boot, &|| disks::create(&data, &results));
+    let extracted =
+        status.and_then(|s| disks::extract_results(&results, &out.join("results")).map(|()| s));
+    let _ = fs::remove_dir_all(&work);
+    let status = extracted?;
+    let checks = fs::read_to_string(out.join("results/checks.txt")).unwrap_or_default();
+    for line in checks.lines() {
+        if line.starts_with("PASS ") || line.starts_with("FAIL ") {
+            println!("{series}: {line}");
+        }
+    }
+    let line = checks
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("e2e: "))
+        .map_or_else(
+            || format!("no summary line, script exit {status}"),
+            str::to_string,
+        );
+    Ok(Summary {
+        ok: status == 0 && !checks.contains("\nFAIL ") && !checks.starts_with("FAIL "),
+        line,
+        wall: started.elapsed(),
+    })
+}
+
+/// The most recently built package in `dir`.
+fn newest_deb(dir: &Path) -> Result<PathBuf> {
+    let debs = fs::read_dir(dir)
+        .with_context(|| {
+            format!(
+                "no {} (build the package with `cargo xtask package` or pass --deb)",
+                dir.display()
+            )
+        })?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "deb"));
+    debs.max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok())
+        .with_context(|| format!("no .deb in {} (run `cargo xtask package`)", dir.display()))
+}
