@@ -7,7 +7,7 @@ use toml::Spanned;
 
 use super::{
     ActionKind, Bandwidth, Config, DevicePolicy,
-    units::{parse_bandwidth, parse_duration},
+    units::{parse_bandwidth, parse_duration, parse_positive_duration},
 };
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -156,19 +156,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let mut config = Config::default();
 
     let d = &raw.daemon;
-    let positive = |what: &'static str| {
-        move |s: &String| {
-            let d = parse_duration(s)?;
-            if d.is_zero() {
-                return Err(format!("{what} must be longer than zero"));
-            }
-            Ok(d)
-        }
-    };
-    if let Some(v) = ctx.value(&d.tick, "daemon.tick", positive("tick"))? {
+    if let Some(v) = ctx.value(&d.tick, "daemon.tick", |s: &String| {
+        parse_positive_duration(s)
+    })? {
         config.daemon.tick = v;
     }
-    if let Some(v) = ctx.value(&d.tau, "daemon.tau", positive("tau"))? {
+    if let Some(v) = ctx.value(&d.tau, "daemon.tau", |s: &String| {
+        parse_positive_duration(s)
+    })? {
         config.daemon.tau = v;
     }
     if let Some(v) = ctx.value(&d.parent_factor, "daemon.parent_factor", |&f| {

@@ -2,9 +2,21 @@
 //! (`30MB/s`, `1.5GiB/s`).
 use std::time::Duration;
 
+/// `2s`, `500ms`, `1m`; a bare number means seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|_| format!("`{s}` is not a duration like \"1s\" or \"500ms\""))?;
+    match s.trim().parse::<f64>() {
+        Ok(secs) if secs.is_finite() && secs >= 0.0 => Ok(Duration::from_secs_f64(secs)),
+        Ok(_) => Err(format!("`{s}` is not a positive duration")),
+        Err(_) => humantime::parse_duration(s.trim())
+            .map_err(|_| format!("`{s}` is not a duration like \"1s\" or \"500ms\"")),
+    }
+}
+
+pub fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d.is_zero() {
+        return Err(format!("`{s}` must be longer than zero"));
+    }
     Ok(d)
 }
 
@@ -69,6 +81,11 @@ mod tests {
     fn durations_and_rates() {
         assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
         assert!(parse_duration("-1s").is_err());
+        assert!(parse_duration("-1").is_err());
+        assert!(parse_duration("soon").is_err());
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_positive_duration("0s").is_err());
         assert_eq!(show_rate(30e6), "30.0 MB/s");
     }
 }
