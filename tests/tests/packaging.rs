@@ -57,10 +57,8 @@ fn unit_stays_hardened() {
         .args(["security", "--offline=yes", "--threshold=30"])
         .arg(packaging("ioshield.service"))
         .output();
-    let Ok(out) = analyze else {
-        eprintln!("systemd-analyze is not installed: skipped");
-        return;
-    };
+    // `cargo xtask test` installs systemd's tools; a test that skips itself proves nothing.
+    let out = analyze.expect("systemd-analyze (Debian package systemd)");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
