@@ -332,15 +332,11 @@ impl Actuator {
             .as_ref()
             .ok_or_else(|| anyhow!("systemd is not reachable"))?;
         let unit = format!("ioshield-r{id}-{root}.scope");
-        let mut pids = Vec::new();
-        let mut recorded = Vec::new();
-        for &pid in members {
-            if let Some(process) = identity::of_process(pid) {
-                let home = Cgroupfs::cgroup_of(pid).and_then(|cg| systemd::unit_of(&cg));
-                recorded.push((process, home));
-                pids.push(pid);
-            }
-        }
+        let recorded: Vec<Identity> = members
+            .iter()
+            .filter_map(|&pid| identity::of_process(pid))
+            .collect();
+        let pids: Vec<u32> = recorded.iter().map(|p| p.id).collect();
         let change = Change::SystemdScope {
             restriction: id,
             unit: unit.clone(),
@@ -539,48 +535,31 @@ impl Actuator {
 }
 
 impl Actuator {
-    fn undo_scope(
-        &self,
-        unit: &str,
-        device: &str,
-        members: &[(Identity, Option<String>)],
-        r: &mut UndoReport,
-    ) {
+    fn undo_scope(&self, unit: &str, device: &str, members: &[Identity], r: &mut UndoReport) {
         let Some(systemd) = &self.systemd else {
             r.errors
                 .push(format!("cannot reach systemd to lift the limits of {unit}"));
             return;
         };
-        // The scope is gone once its last process exited: nothing left to lift.
-        if let Err(e) = systemd.lift(unit, device) {
-            tracing::debug!("{e:#}");
+        let alive: Vec<u32> = members
+            .iter()
+            .filter(|p| identity::is_current(p))
+            .map(|p| p.id)
+            .collect();
+        r.vanished += members.len() - alive.len();
+        if alive.is_empty() {
+            // systemd removed the scope with its last process: nothing left to lift.
+            return;
         }
-        let mut homes: HashMap<&str, Vec<u32>> = HashMap::new();
-        for (process, home) in members {
-            if !identity::is_current(process) {
-                r.vanished += 1;
-                continue;
+        match systemd.lift(unit, device) {
+            Ok(()) => {
+                r.restored += alive.len();
+                tracing::info!(
+                    "limits of {unit} lifted; pids {alive:?} stay in it until they exit (systemd \
+                     does not move processes back into non-delegated units)"
+                );
             }
-            let in_scope = Cgroupfs::cgroup_of(process.id)
-                .is_some_and(|cg| cg.file_name().is_some_and(|n| n == unit));
-            match (in_scope, home) {
-                (false, _) => r.kept.push(format!(
-                    "pid {} was moved out of {unit} by someone else",
-                    process.id
-                )),
-                (true, Some(home)) => homes.entry(home.as_str()).or_default().push(process.id),
-                (true, None) => r.restored += 1,
-            }
-        }
-        for (home, pids) in homes {
-            match systemd.attach(home, &pids) {
-                Ok(()) => r.restored += pids.len(),
-                Err(e) => {
-                    // Limits are lifted; the processes stay in the (now unlimited) scope.
-                    tracing::info!("{e:#}; they stay in {unit}, whose limits are lifted");
-                    r.restored += pids.len();
-                }
-            }
+            Err(e) => r.errors.push(format!("{e:#}")),
         }
     }
 }

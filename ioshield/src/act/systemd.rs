@@ -1,7 +1,9 @@
 //! The cgroup action on a host run by systemd: systemd owns the cgroup tree, so the offender's
 //! subtree moves into a transient scope under `ioshield.slice` through systemd's D-Bus API, with
 //! `IOWriteBandwidthMax=` (and optionally `MemoryHigh=`); release lifts the limits with
-//! `SetUnitProperties` and hands the processes back to the unit they came from.
+//! `SetUnitProperties`. The processes then stay in the (unlimited) scope until they exit: systemd
+//! refuses to move processes into a unit without `Delegate=yes`, which login-session and service
+//! units do not have ("Process migration not available on non-delegated units").
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
@@ -35,13 +37,6 @@ trait Manager {
         name: &str,
         runtime: bool,
         properties: &[(&str, Value<'_>)],
-    ) -> zbus::Result<()>;
-
-    fn attach_processes_to_unit(
-        &self,
-        unit_name: &str,
-        subcgroup: &str,
-        pids: &[u32],
     ) -> zbus::Result<()>;
 }
 
@@ -104,7 +99,7 @@ impl Systemd {
         Ok(())
     }
 
-    /// Lifts the scope's limits (processes stay until handed back or until they exit).
+    /// Lifts the scope's limits; its processes stay in it until they exit.
     pub fn lift(&self, unit: &str, device: &str) -> Result<()> {
         let props = [
             (
@@ -116,38 +111,5 @@ impl Systemd {
         self.manager()?
             .set_unit_properties(unit, true, &props)
             .with_context(|| format!("lifting the limits of {unit}"))
-    }
-
-    /// Hands processes back to the unit they came from, where systemd allows it.
-    pub fn attach(&self, unit: &str, pids: &[u32]) -> Result<()> {
-        self.manager()?
-            .attach_processes_to_unit(unit, "/", pids)
-            .with_context(|| format!("moving {pids:?} back to {unit}"))
-    }
-}
-
-/// The unit a process's cgroup belongs to (`session-2.scope`, `foo.service`), from its path.
-pub fn unit_of(cgroup: &Path) -> Option<String> {
-    cgroup
-        .ancestors()
-        .filter_map(|p| p.file_name()?.to_str())
-        .find(|n| n.ends_with(".scope") || n.ends_with(".service"))
-        .map(str::to_string)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn units_from_cgroup_paths() {
-        let u = |p: &str| super::unit_of(std::path::Path::new(p));
-        assert_eq!(
-            u("/user.slice/user-1000.slice/session-2.scope").as_deref(),
-            Some("session-2.scope")
-        );
-        assert_eq!(
-            u("/system.slice/backup.service/worker").as_deref(),
-            Some("backup.service")
-        );
-        assert_eq!(u("/user.slice"), None);
     }
 }

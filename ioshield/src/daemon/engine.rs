@@ -258,9 +258,12 @@ impl Engine {
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
         let rt = self.disks.entry(disk.clone()).or_default();
+        // The kernel's estimate moves with every writeback burst: say when it changed a lot, but
+        // at most once a minute (each decision line shows the value used anyway).
         if rt
             .bandwidth_logged
             .is_none_or(|b| (bw / b - 1.0).abs() > 0.2)
+            && self.limit.allow(format!("bandwidth {}", disk.label()))
         {
             tracing::info!(
                 "{}: judging writers against {} ({})",

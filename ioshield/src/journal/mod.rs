@@ -32,13 +32,12 @@ pub enum Change {
     CgroupCreated { restriction: u64, path: PathBuf },
     /// A controller ioshield enabled in a cgroup's `cgroup.subtree_control`.
     ControllerEnabled { path: PathBuf, controller: String },
-    /// Processes moved into a transient systemd scope with write limits on `device`; each
-    /// member remembers the unit it came from.
+    /// Processes moved into a transient systemd scope with write limits on `device`.
     SystemdScope {
         restriction: u64,
         unit: String,
         device: String,
-        members: Vec<(Identity, Option<String>)>,
+        members: Vec<Identity>,
     },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {

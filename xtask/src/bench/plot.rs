@@ -128,7 +128,7 @@ fn draw(run: &Run, path: &std::path::Path, duration: f64) -> Result<()> {
     actions(&mut chart, run, pause_max).map_err(|e| err(&e))?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 15))
@@ -177,7 +177,7 @@ fn draw(run: &Run, path: &std::path::Path, duration: f64) -> Result<()> {
     actions(&mut chart, run, mb_max).map_err(|e| err(&e))?;
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .label_font(("sans-serif", 15))

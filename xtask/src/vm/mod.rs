@@ -60,9 +60,9 @@ pub enum VmCommand {
         /// The package to install (default: the newest target/packages/*.deb).
         #[arg(long)]
         deb: Option<PathBuf>,
-        /// The guest's test script.
-        #[arg(long, default_value = "tests/vm/e2e-systemd.sh")]
-        script: PathBuf,
+        /// The guest's test script (default: the workspace's tests/vm/e2e-systemd.sh).
+        #[arg(long)]
+        script: Option<PathBuf>,
         /// Where console logs and the guest's results go, per kernel.
         #[arg(long, default_value = "target/vm-e2e")]
         out: PathBuf,
@@ -120,7 +120,8 @@ pub fn main(cmd: VmCommand) -> Result<()> {
         } => e2e::run(&e2e::Args {
             series: &kernel,
             deb: deb.as_deref(),
-            script: &script,
+            script: &script
+                .unwrap_or_else(|| crate::cmd::workspace_root().join("tests/vm/e2e-systemd.sh")),
             out: &out,
             timeout: std::time::Duration::from_secs(timeout),
             echo: !quiet,
