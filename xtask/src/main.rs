@@ -34,6 +34,9 @@ enum Task {
         /// Skip fmt and clippy.
         #[arg(long)]
         no_lint: bool,
+        /// Skip the qemu runs (Debian kernels, systemd end-to-end), which take about 8 minutes.
+        #[arg(long)]
+        no_vm: bool,
         /// Only run tests whose name contains this.
         filter: Option<String>,
     },
@@ -70,9 +73,11 @@ fn main() {
         Task::Setup => setup::ensure(),
         Task::Build => setup::ensure().and_then(|()| build_release()),
         Task::Run { args } => setup::ensure().and_then(|()| run(&args)),
-        Task::Test { no_lint, filter } => {
-            setup::ensure().and_then(|()| test::run_all(!no_lint, filter.as_deref()))
-        }
+        Task::Test {
+            no_lint,
+            no_vm,
+            filter,
+        } => setup::ensure().and_then(|()| test::run_all(!no_lint, !no_vm, filter.as_deref())),
         Task::Vm { cmd } => vm::main(cmd),
         Task::Package => package::run_all(),
         Task::Bench(args) => bench::main(args),

@@ -3,7 +3,7 @@ use anyhow::Result;
 
 use crate::cmd::{cargo, command, run, workspace_root};
 
-pub fn run_all(lint: bool, filter: Option<&str>) -> Result<()> {
+pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
     // systemd-analyze checks the unit's hardening; python3 drives the paced test writer.
     crate::setup::apt_install(&["systemd", "python3"])?;
     if lint {
@@ -53,5 +53,24 @@ pub fn run_all(lint: bool, filter: Option<&str>) -> Result<()> {
     if let Some(f) = filter {
         args.push(f);
     }
-    run(command(env!("CARGO")).env("IOSHIELD_BIN", bin).args(&args))
+    run(command(env!("CARGO")).env("IOSHIELD_BIN", bin).args(&args))?;
+    if vm && filter.is_none() {
+        // Real Debian kernels in qemu: the BPF programs on 6.1 and 6.12, the cgroup action
+        // against the stall (facts.md §4), then the package in a systemd system.
+        crate::vm::main(crate::vm::VmCommand::Ci {
+            kernel: Vec::new(),
+            out: "target/vm-ci".into(),
+        })?;
+        crate::package::run_all()?;
+        crate::vm::main(crate::vm::VmCommand::E2e {
+            kernel: vec!["6.12".into()],
+            deb: None,
+            script: None,
+            out: "target/vm-e2e".into(),
+            timeout: 900,
+            quiet: true,
+        })?;
+    }
+    println!("xtask: every check passed");
+    Ok(())
 }
