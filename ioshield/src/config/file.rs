@@ -6,7 +6,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
-    ActionKind, Bandwidth, Config, DevicePolicy,
+    ActionKind, Bandwidth, Config, DevicePolicy, MemoryHigh,
     units::{parse_bandwidth, parse_duration, parse_positive_duration},
 };
 
@@ -314,9 +314,17 @@ fn device_policy(
     })? {
         p.limit = v;
     }
-    if let Some(v) = ctx.value(&raw.memory_high, &key("memory_high"), |s: &String| {
-        parse_bandwidth(s).map(Some)
-    })? {
+    if let Some(v) = ctx.value(
+        &raw.memory_high,
+        &key("memory_high"),
+        |s: &String| match s.trim() {
+            "auto" => Ok(MemoryHigh::Auto),
+            "off" => Ok(MemoryHigh::Off),
+            size => parse_bandwidth(size)
+                .map(MemoryHigh::Bytes)
+                .map_err(|e| format!("{e}; or \"auto\", \"off\"")),
+        },
+    )? {
         p.memory_high = v;
     }
     Ok(p)
@@ -364,6 +372,20 @@ action = "cgroup"
         assert_eq!(vdb.bandwidth, Bandwidth::BytesPerSec(30_000_000));
         assert_eq!(vdb.action, ActionKind::Cgroup);
         assert_eq!(vdb.hold, std::time::Duration::from_secs(10));
+        assert_eq!(vdb.memory_high, MemoryHigh::Auto);
+        assert_eq!(
+            MemoryHigh::Auto.bytes(30e6, 1.0),
+            Some(MemoryHigh::FLOOR),
+            "30 MB/s x 1 s is under the floor"
+        );
+        assert_eq!(MemoryHigh::Auto.bytes(500e6, 1.0), Some(500_000_000));
+        let off = parse("[device.default]\nmemory_high = \"off\"\n", "t").unwrap();
+        assert_eq!(off.default_device.memory_high.bytes(30e6, 1.0), None);
+        let fixed = parse("[device.default]\nmemory_high = \"64MiB\"\n", "t").unwrap();
+        assert_eq!(
+            fixed.default_device.memory_high,
+            MemoryHigh::Bytes(64 << 20)
+        );
         assert_eq!(c.policy_for(None).action, ActionKind::Auto);
         // The effective configuration round-trips through check-config's output.
         let again = parse(&c.to_toml(), "t").unwrap();

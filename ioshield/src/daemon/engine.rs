@@ -22,10 +22,7 @@ use crate::{
     },
     model::tree::ProcessTree,
     probe::Probe,
-    system::{
-        bdi,
-        devices::{DevId, Devices, Disk},
-    },
+    system::devices::{DevId, Devices, Disk},
 };
 
 /// How often device sections naming absent disks are looked up again.
@@ -300,7 +297,12 @@ impl Engine {
             .map(|(&pid, &score)| Candidate { pid, score });
         let held_root = rt.state.held.as_ref().map(|h| h.root);
         let held_gone = held_root.is_some_and(|r| tree.get(r).is_none_or(|n| n.exited));
-        let backlog = bdi::stats(disk.id).map_or(global_backlog, |s| s.backlog as f64);
+        // The global dirty + writeback memory, not the bdi's own figure: before 6.10 debugfs
+        // counts only the root cgroup's writeback there, which reads near zero when every
+        // process lives in a child cgroup (bench on 6.1: 200 MB dirty, the trigger never fired).
+        // The trigger also needs this disk's top writer to be active, so other disks' backlog
+        // does not restrict an idle one.
+        let backlog = global_backlog;
         let inputs = Inputs {
             now,
             offender,
@@ -525,17 +527,18 @@ impl Engine {
 
     fn method_for(&mut self, disk: &Disk, policy: &DevicePolicy, bw: f64) -> Method {
         let wbps = (policy.limit * bw) as u64;
+        let memory_high = policy.memory_high.bytes(bw, policy.max_flush_seconds);
         let cgroup = |how: &CgroupAction| match how {
             CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
                 dev: disk.id,
                 wbps,
                 weight: fs.iocost_enabled(disk.id).then_some(1),
-                memory_high: policy.memory_high,
+                memory_high,
             }),
             CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
                 device: disk.label(),
                 wbps,
-                memory_high: policy.memory_high,
+                memory_high,
             }),
         };
         let (method, note) = match (policy.action, &self.cgroupfs) {

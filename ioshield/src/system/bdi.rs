@@ -1,12 +1,10 @@
-//! The kernel's own per-device writeback figures from debugfs (`/sys/kernel/debug/bdi/M:m/stats`):
-//! its write bandwidth estimate and the device's dirty backlog.
+//! The kernel's own write bandwidth estimate per device, from debugfs
+//! (`/sys/kernel/debug/bdi/M:m/stats`).
 use super::devices::DevId;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BdiStats {
     pub write_bandwidth: u64,
-    /// Dirty (not yet under writeback) plus writeback bytes for this device.
-    pub backlog: u64,
 }
 
 pub fn stats(dev: DevId) -> Option<BdiStats> {
@@ -24,7 +22,6 @@ fn parse(text: &str) -> Option<BdiStats> {
     };
     Some(BdiStats {
         write_bandwidth: kib("BdiWriteBandwidth:")?,
-        backlog: kib("BdiReclaimable:")? + kib("BdiWriteback:")?,
     })
 }
 
@@ -38,7 +35,6 @@ mod tests {
         )
         .unwrap();
         assert_eq!(s.write_bandwidth, 57928 * 1024);
-        assert_eq!(s.backlog, (4168 + 8) * 1024);
         assert!(super::parse("nothing").is_none());
     }
 }
