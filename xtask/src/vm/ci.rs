@@ -225,8 +225,12 @@ fn smoke(results: &Path, status: i32) -> Result<String> {
             .join("/"),
         kernel_rate / 1e6
     );
-    if counted < rates.len() {
-        bail!("{msg}");
+    // The offender itself can sit a whole sample in the very flush stall the bed reproduces
+    // (seen on 6.12: nobody dirtied a page for 2 s), so not every sample must count it; what
+    // must hold is that it is seen, and at a rate the kernel's own accounting agrees with.
+    let ratio = mean / kernel_rate.max(1.0);
+    if counted == 0 || !(0.5..=1.5).contains(&ratio) {
+        bail!("{msg}; counted/kernel = {ratio:.2}, want 0.5-1.5");
     }
     Ok(msg)
 }
