@@ -429,6 +429,34 @@ impl Actuator {
         Ok(())
     }
 
+    fn undo_scope(&self, unit: &str, device: &str, members: &[Identity], r: &mut UndoReport) {
+        let Some(systemd) = &self.systemd else {
+            r.errors
+                .push(format!("cannot reach systemd to lift the limits of {unit}"));
+            return;
+        };
+        let alive: Vec<u32> = members
+            .iter()
+            .filter(|p| identity::is_current(p))
+            .map(|p| p.id)
+            .collect();
+        r.vanished += members.len() - alive.len();
+        if alive.is_empty() {
+            // systemd removed the scope with its last process: nothing left to lift.
+            return;
+        }
+        match systemd.lift(unit, device) {
+            Ok(()) => {
+                r.restored += alive.len();
+                tracing::info!(
+                    "limits of {unit} lifted; pids {alive:?} stay in it until they exit (systemd \
+                     does not move processes back into non-delegated units)"
+                );
+            }
+            Err(e) => r.errors.push(format!("{e:#}")),
+        }
+    }
+
     /// Undoes `changes` in dependency order: processes out of our cgroups, then the cgroups,
     /// then priorities, then the shared set-up.
     fn undo(&self, changes: &[Change]) -> UndoReport {
@@ -531,36 +559,6 @@ impl Actuator {
             }
         }
         r
-    }
-}
-
-impl Actuator {
-    fn undo_scope(&self, unit: &str, device: &str, members: &[Identity], r: &mut UndoReport) {
-        let Some(systemd) = &self.systemd else {
-            r.errors
-                .push(format!("cannot reach systemd to lift the limits of {unit}"));
-            return;
-        };
-        let alive: Vec<u32> = members
-            .iter()
-            .filter(|p| identity::is_current(p))
-            .map(|p| p.id)
-            .collect();
-        r.vanished += members.len() - alive.len();
-        if alive.is_empty() {
-            // systemd removed the scope with its last process: nothing left to lift.
-            return;
-        }
-        match systemd.lift(unit, device) {
-            Ok(()) => {
-                r.restored += alive.len();
-                tracing::info!(
-                    "limits of {unit} lifted; pids {alive:?} stay in it until they exit (systemd \
-                     does not move processes back into non-delegated units)"
-                );
-            }
-            Err(e) => r.errors.push(format!("{e:#}")),
-        }
     }
 }
 
