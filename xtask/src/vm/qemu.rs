@@ -162,7 +162,7 @@ fn run_once(boot: &Boot) -> Result<Attempt> {
 }
 
 /// Console lines from a reader thread, so the caller can keep time while the guest is silent.
-fn console_lines(child: &mut Child) -> mpsc::Receiver<String> {
+pub(super) fn console_lines(child: &mut Child) -> mpsc::Receiver<String> {
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
@@ -182,7 +182,7 @@ fn console_lines(child: &mut Child) -> mpsc::Receiver<String> {
     rx
 }
 
-fn kill(child: &mut Child) {
+pub(super) fn kill(child: &mut Child) {
     let _ = child.kill();
     let _ = child.wait();
 }

@@ -5,18 +5,21 @@
 //! before the test starts.
 use std::{
     fs::{self, File},
-    io::{BufRead as _, BufReader, Write as _},
+    io::Write as _,
     os::unix::fs::PermissionsExt as _,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Command, Stdio},
     sync::mpsc,
-    thread,
     time::{Duration, Instant},
 };
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{kernels::Kernel, modules, qemu::DATA_WRITE_BPS};
+use super::{
+    kernels::Kernel,
+    modules,
+    qemu::{DATA_WRITE_BPS, console_lines, kill},
+};
 
 const INIT: &str = include_str!("e2e-init.sh");
 const BUSYBOX: &str = "/bin/busybox";
@@ -217,32 +220,6 @@ fn run_once(boot: &Boot) -> Result<Result<i32, Early>> {
             );
         }
     }
-}
-
-/// Console lines from a reader thread, so the caller can keep time while the guest is silent.
-fn console_lines(child: &mut Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut reader = BufReader::new(stdout);
-        let mut buf = Vec::new();
-        while reader.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
-            let line = String::from_utf8_lossy(&buf);
-            if tx
-                .send(line.trim_end_matches(['\r', '\n']).to_string())
-                .is_err()
-            {
-                break;
-            }
-            buf.clear();
-        }
-    });
-    rx
-}
-
-fn kill(child: &mut Child) {
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 fn write_exec(path: &Path, text: &str) -> Result<()> {
