@@ -252,6 +252,7 @@ impl Engine {
         global_backlog: f64,
     ) {
         let policy = self.policy(disk);
+        let elsewhere = self.held_elsewhere(disk);
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
         let rt = self.disks.entry(disk.clone()).or_default();
@@ -290,8 +291,10 @@ impl Engine {
         let offender = scores
             .iter()
             .filter(|(pid, _)| {
-                tree.get(**pid)
-                    .is_some_and(|n| self.eligibility.choosable(**pid, n).is_ok())
+                !elsewhere.contains(pid)
+                    && tree
+                        .get(**pid)
+                        .is_some_and(|n| self.eligibility.choosable(**pid, n).is_ok())
             })
             .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
             .map(|(&pid, &score)| Candidate { pid, score });
@@ -372,7 +375,7 @@ impl Engine {
             }
             None => {
                 if let (Some(root), Some(id)) = (held_root, rt.restriction) {
-                    let members = self.members(root, tree);
+                    let members = self.members(root, tree, disk);
                     if let Err(e) = actuator.sweep(id, &members)
                         && self.limit.allow(format!("sweep {root}"))
                     {
@@ -383,15 +386,30 @@ impl Engine {
         }
     }
 
-    /// The restriction's subtree, without anything excluded.
-    fn members(&self, root: u32, tree: &ProcessTree) -> Vec<u32> {
+    /// Roots of restrictions held on disks other than `disk`.
+    fn held_elsewhere(&self, disk: &Disk) -> std::collections::HashSet<u32> {
+        self.disks
+            .iter()
+            .filter(|(d, _)| *d != disk)
+            .filter_map(|(_, rt)| rt.state.held.as_ref().map(|h| h.root))
+            .collect()
+    }
+
+    /// The restriction's subtree, without anything excluded, and without subtrees another disk's
+    /// restriction holds (moving those again would undo that restriction's cgroup or scope).
+    fn members(&self, root: u32, tree: &ProcessTree, disk: &Disk) -> Vec<u32> {
+        let elsewhere = self.held_elsewhere(disk);
         tree.subtree(root)
             .into_iter()
             .filter(|p| {
                 *p == root
-                    || tree
+                    || (tree
                         .get(*p)
                         .is_some_and(|n| self.eligibility.excluded(*p, n).is_none())
+                        && !tree
+                            .ancestry(*p)
+                            .take_while(|a| *a != root)
+                            .any(|a| elsewhere.contains(&a)))
             })
             .collect()
     }
@@ -408,7 +426,7 @@ impl Engine {
         actuator: &mut Actuator,
     ) {
         let method = self.method_for(disk, policy, bw);
-        let members = self.members(offender.pid, tree);
+        let members = self.members(offender.pid, tree, disk);
         let comm = tree
             .get(offender.pid)
             .map_or("?".into(), |n| n.comm.clone());

@@ -11,6 +11,9 @@ use crate::{
 
 /// What the kernel itself assumes for a disk it has not measured yet (INIT_BW).
 pub const UNMEASURED: f64 = 100e6;
+/// No disk is judged against less than this: an estimate of zero (seen from debugfs on an idle
+/// disk in the systemd test) would make every writer an offender and every write limit zero.
+pub const MINIMUM: f64 = 1e6;
 /// Per-tick decay of the observed peak, so a disk that got slower is noticed within minutes.
 const PEAK_DECAY: f64 = 0.998;
 
@@ -36,20 +39,28 @@ impl BandwidthEstimator {
     }
 
     pub fn estimate(&self, dev: DevId, configured: Bandwidth) -> Estimate {
+        let mut e = self.estimate_unchecked(dev, configured);
+        e.bytes_per_sec = e.bytes_per_sec.max(MINIMUM);
+        e
+    }
+
+    fn estimate_unchecked(&self, dev: DevId, configured: Bandwidth) -> Estimate {
         if let Bandwidth::BytesPerSec(b) = configured {
             return Estimate {
                 bytes_per_sec: b as f64,
                 source: "configured",
             };
         }
-        if let Some(s) = bdi::stats(dev) {
+        let peak = self.peak.get(&dev).copied().unwrap_or(0.0);
+        // The kernel's figure decays while a disk idles; what the disk was seen doing is a floor.
+        if let Some(s) = bdi::stats(dev).filter(|s| s.write_bandwidth as f64 >= MINIMUM) {
             return Estimate {
-                bytes_per_sec: s.write_bandwidth as f64,
+                bytes_per_sec: (s.write_bandwidth as f64).max(peak),
                 source: "kernel estimate",
             };
         }
         match self.peak.get(&dev) {
-            Some(&p) if p >= 1e6 => Estimate {
+            Some(&p) if p >= MINIMUM => Estimate {
                 bytes_per_sec: p,
                 source: "observed peak",
             },
@@ -58,5 +69,24 @@ impl BandwidthEstimator {
                 source: "not yet measured",
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_below_the_minimum() {
+        let e = BandwidthEstimator::default();
+        let dev = DevId {
+            major: 999,
+            minor: 0,
+        };
+        assert_eq!(e.estimate(dev, Bandwidth::Auto).bytes_per_sec, UNMEASURED);
+        assert_eq!(
+            e.estimate(dev, Bandwidth::BytesPerSec(10)).bytes_per_sec,
+            MINIMUM
+        );
     }
 }
