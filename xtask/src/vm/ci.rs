@@ -20,8 +20,13 @@ const TIMEOUT: Duration = Duration::from_secs(420);
 /// Without mitigation the multiwrite load must stall at least this long, or the test bed no
 /// longer reproduces the problem and comparisons mean nothing.
 const MIN_STALL_S: f64 = 0.5;
-/// A mitigation must at least halve the longest multiwrite pause.
-const MAX_MITIGATED_RATIO: f64 = 0.5;
+/// "Clearly below" no mitigation, in the same job: the longest multiwrite pause under 75% of
+/// none's, and the expected wait for a pause to end (the thesis's figure of merit, which weighs
+/// every pause) at most half of none's. A gate at 50% of the longest pause alone failed one
+/// 6.12 run in three: when the offender has dirtied a few seconds of backlog before the first
+/// tick, one pause of 2-3 s remains (see the README's bench) while the rest of the run is clean.
+const MAX_LONGEST_RATIO: f64 = 0.75;
+const MAX_WAIT_RATIO: f64 = 0.5;
 
 pub fn run(kernels: &[String], out: &Path) -> Result<()> {
     let started = Instant::now();
@@ -101,14 +106,20 @@ struct Pauses {
     control: f64,
     write: f64,
     multiwrite: f64,
+    multiwrite_wait: f64,
     offender_mb_s: f64,
 }
 
 impl Pauses {
     fn line(&self) -> String {
         format!(
-            "longest pause control {:.3}s write {:.3}s multiwrite {:.3}s; offender {:.0} MB/s",
-            self.control, self.write, self.multiwrite, self.offender_mb_s
+            "longest pause control {:.3}s write {:.3}s multiwrite {:.3}s (wait {:.0} ms); \
+             offender {:.0} MB/s",
+            self.control,
+            self.write,
+            self.multiwrite,
+            self.multiwrite_wait * 1e3,
+            self.offender_mb_s
         )
     }
 }
@@ -119,16 +130,18 @@ fn read_json(path: &Path) -> Result<Value> {
 }
 
 fn pauses(results: &Path) -> Result<Pauses> {
-    let longest = |load: &str| -> Result<f64> {
-        read_json(&results.join(format!("{load}.json")))?["metrics"]["longest_pause_s"]
+    let metric = |load: &str, key: &str| -> Result<f64> {
+        read_json(&results.join(format!("{load}.json")))?["metrics"][key]
             .as_f64()
-            .with_context(|| format!("{load}.json has no metrics"))
+            .with_context(|| format!("{load}.json has no {key}"))
     };
+    let longest = |load: &str| metric(load, "longest_pause_s");
     let offender = read_json(&results.join("offender.json"))?;
     Ok(Pauses {
         control: longest("control")?,
         write: longest("write")?,
         multiwrite: longest("multiwrite")?,
+        multiwrite_wait: metric("multiwrite", "wait_s")?,
         offender_mb_s: offender["bytes_per_sec"].as_f64().unwrap_or(0.0) / 1e6,
     })
 }
@@ -149,12 +162,21 @@ fn compare(mitigated: &Pauses, none: &Result<Pauses>) -> Result<String> {
         bail!("no baseline to compare with ({})", mitigated.line());
     };
     let ratio = mitigated.multiwrite / none.multiwrite;
-    if ratio > MAX_MITIGATED_RATIO {
+    if ratio > MAX_LONGEST_RATIO {
         bail!(
             "multiwrite longest pause {:.3}s is not below {:.0}% of none's {:.3}s ({})",
             mitigated.multiwrite,
-            MAX_MITIGATED_RATIO * 100.0,
+            MAX_LONGEST_RATIO * 100.0,
             none.multiwrite,
+            mitigated.line()
+        );
+    }
+    if mitigated.multiwrite_wait > MAX_WAIT_RATIO * none.multiwrite_wait {
+        bail!(
+            "multiwrite wait {:.0} ms is over {:.0}% of none's {:.0} ms ({})",
+            mitigated.multiwrite_wait * 1e3,
+            MAX_WAIT_RATIO * 100.0,
+            none.multiwrite_wait * 1e3,
             mitigated.line()
         );
     }
