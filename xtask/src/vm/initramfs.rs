@@ -157,7 +157,7 @@ fn write_exec(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-fn cpio(staging: &Path, out: &Path) -> Result<()> {
+pub(super) fn cpio(staging: &Path, out: &Path) -> Result<()> {
     let archive = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
     // `find .` lists every entry; newc is the format the kernel unpacks.
     let find = Command::new("find")

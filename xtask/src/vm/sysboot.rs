@@ -16,6 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::{
+    initramfs::cpio,
     kernels::Kernel,
     modules,
     qemu::{DATA_WRITE_BPS, console_lines, kill},
@@ -225,26 +226,5 @@ fn run_once(boot: &Boot) -> Result<Result<i32, Early>> {
 fn write_exec(path: &Path, text: &str) -> Result<()> {
     fs::write(path, text)?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
-    Ok(())
-}
-
-fn cpio(staging: &Path, out: &Path) -> Result<()> {
-    let archive = File::create(out).with_context(|| format!("creating {}", out.display()))?;
-    let find = Command::new("find")
-        .arg(".")
-        .current_dir(staging)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("running find")?;
-    let status = Command::new("cpio")
-        .args(["--quiet", "-o", "-H", "newc"])
-        .current_dir(staging)
-        .stdin(find.stdout.context("find's stdout")?)
-        .stdout(archive)
-        .status()
-        .context("running cpio")?;
-    if !status.success() {
-        bail!("cpio failed: {status}");
-    }
     Ok(())
 }
