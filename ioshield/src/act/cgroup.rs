@@ -5,11 +5,13 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use crate::system::devices::DevId;
+use crate::system::{cgroups, devices::DevId, host};
 
 /// Name of the cgroup ioshield creates under the root to hold restricted offenders.
 pub const PARENT: &str = "ioshield";
 
+/// A cgroup v2 hierarchy mounted at `root`. Paths given to its methods are relative to the root
+/// and written as /proc/PID/cgroup shows them (`/ioshield/r1-42`).
 #[derive(Clone, Debug)]
 pub struct Cgroupfs {
     pub root: PathBuf,
@@ -18,25 +20,15 @@ pub struct Cgroupfs {
 impl Cgroupfs {
     /// Finds a usable cgroup v2 hierarchy, or says why there is none.
     pub fn detect() -> Result<Cgroupfs, String> {
-        if Path::new("/run/systemd/system").exists() {
+        if host::systemd_booted() {
             return Err(
                 "systemd manages the cgroup tree on this host and ioshield does not \
                         write systemd's cgroups"
                     .into(),
             );
         }
-        let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
-        let root = mounts
-            .lines()
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split(' ').collect();
-                (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
-            })
-            .next()
-            .ok_or("no cgroup v2 hierarchy is mounted")?;
-        let controllers =
-            std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
-        if !controllers.split_whitespace().any(|c| c == "io") {
+        let root = cgroups::v2_mount().ok_or("no cgroup v2 hierarchy is mounted")?;
+        if !cgroups::controllers(&root).iter().any(|c| c == "io") {
             return Err(format!(
                 "the cgroup v2 hierarchy at {} has no io controller (it is bound to cgroup v1 \
                  here)",
@@ -44,14 +36,6 @@ impl Cgroupfs {
             ));
         }
         Ok(Cgroupfs { root })
-    }
-
-    /// A process's cgroup, as the path below the root (`/` for the root itself).
-    pub fn cgroup_of(pid: u32) -> Option<PathBuf> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("0::"))
-            .map(PathBuf::from)
     }
 
     pub fn abs(&self, rel: &Path) -> PathBuf {
@@ -63,9 +47,9 @@ impl Cgroupfs {
     }
 
     pub fn controller_enabled(&self, rel: &Path, controller: &str) -> bool {
-        std::fs::read_to_string(self.abs(rel).join("cgroup.subtree_control"))
-            .map(|s| s.split_whitespace().any(|c| c == controller))
-            .unwrap_or(false)
+        cgroups::subtree_controllers(&self.abs(rel))
+            .iter()
+            .any(|c| c == controller)
     }
 
     pub fn set_controller(&self, rel: &Path, controller: &str, on: bool) -> io::Result<()> {
@@ -88,9 +72,7 @@ impl Cgroupfs {
     }
 
     pub fn procs(&self, rel: &Path) -> Vec<u32> {
-        std::fs::read_to_string(self.abs(rel).join("cgroup.procs"))
-            .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
-            .unwrap_or_default()
+        cgroups::procs(&self.abs(rel))
     }
 
     pub fn move_process(&self, pid: u32, to: &Path) -> io::Result<()> {
@@ -101,13 +83,9 @@ impl Cgroupfs {
         write(&self.abs(rel).join(file), value)
     }
 
-    /// True when iocost is on for `dev` (root `io.cost.qos` says `enable=1`): then `io.weight`
-    /// works for it; otherwise only `io.max` limits writeback.
+    /// True when iocost is on for `dev`: then `io.weight` works for it.
     pub fn iocost_enabled(&self, dev: DevId) -> bool {
-        let qos = std::fs::read_to_string(self.root.join("io.cost.qos")).unwrap_or_default();
-        let prefix = format!("{dev} ");
-        qos.lines()
-            .any(|l| l.starts_with(&prefix) && l.contains("enable=1"))
+        cgroups::iocost_enabled(&self.root, dev)
     }
 
     /// The nearest existing cgroup at or above `rel` (a process's old cgroup may be gone).
@@ -129,4 +107,48 @@ fn write(path: &Path, value: &str) -> io::Result<()> {
             format!("writing `{value}` to {}: {e}", path.display()),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_relative_to_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Cgroupfs {
+            root: dir.path().to_path_buf(),
+        };
+        let cg = Path::new("/ioshield/r1-42");
+        assert_eq!(fs.abs(cg), dir.path().join("ioshield/r1-42"));
+        std::fs::create_dir(dir.path().join("ioshield")).unwrap();
+        fs.create(cg).unwrap();
+        assert!(fs.exists(cg));
+        fs.write_file(cg, "io.max", "254:16 wbps=1000").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(fs.abs(cg).join("io.max")).unwrap(),
+            "254:16 wbps=1000"
+        );
+        std::fs::write(
+            fs.abs(Path::new("/ioshield"))
+                .join("cgroup.subtree_control"),
+            "io",
+        )
+        .unwrap();
+        assert!(fs.controller_enabled(Path::new("/ioshield"), "io"));
+        assert!(!fs.controller_enabled(Path::new("/ioshield"), "memory"));
+        assert_eq!(
+            fs.nearest_existing(Path::new("/ioshield/gone/deeper")),
+            PathBuf::from("/ioshield")
+        );
+        assert_eq!(
+            fs.nearest_existing(Path::new("/nowhere")),
+            PathBuf::from("/")
+        );
+        // A written error names the file and the value.
+        let e = fs
+            .write_file(Path::new("/absent"), "io.max", "x")
+            .unwrap_err();
+        assert!(e.to_string().contains("io.max") && e.to_string().contains("`x`"));
+    }
 }

@@ -1,18 +1,12 @@
 //! Telling a process (or thread) from a later one that got the same id.
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::journal::Identity;
-
-fn start_time_at(path: &str) -> Option<u64> {
-    let stat = std::fs::read_to_string(path).ok()?;
-    let after = stat.get(stat.rfind(')')? + 2..)?;
-    after.split(' ').nth(19)?.parse().ok()
-}
+use crate::{journal::Identity, system::procfs};
 
 pub fn of_process(pid: u32) -> Option<Identity> {
     Some(Identity {
         id: pid,
-        start_time: start_time_at(&format!("/proc/{pid}/stat"))?,
+        start_time: procfs::start_time(pid)?,
     })
 }
 

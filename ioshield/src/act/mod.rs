@@ -3,7 +3,9 @@
 pub mod cgroup;
 pub mod identity;
 pub mod ioprio;
+pub mod method;
 pub mod systemd;
+mod undo;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -13,77 +15,17 @@ use std::{
 use anyhow::{Result, anyhow};
 
 use crate::{
-    config::units::show_rate,
     journal::{Change, Identity, Journal},
-    system::{devices::DevId, procfs},
+    system::{cgroups, procfs},
 };
 use cgroup::Cgroupfs;
 use identity::PidFd;
+pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits};
 use systemd::Systemd;
 
 /// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
 /// undone only when the daemon stops.
 const SHARED: u64 = 0;
-
-#[derive(Clone, Debug, PartialEq)]
-pub enum Method {
-    /// Idle I/O class on every thread. Does not reach buffered writeback (facts.md §3).
-    Ioprio,
-    /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
-    Cgroup(CgroupLimits),
-    /// The same through systemd: a transient scope under ioshield.slice.
-    SystemdScope(ScopeLimits),
-    /// Decide and log, change nothing.
-    DryRun,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct CgroupLimits {
-    pub dev: DevId,
-    pub wbps: u64,
-    /// iocost weight, used instead of `io.max` when iocost is on for the device.
-    pub weight: Option<u16>,
-    pub memory_high: Option<u64>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct ScopeLimits {
-    /// Device node systemd knows the disk by, e.g. `/dev/vdb`.
-    pub device: String,
-    pub wbps: u64,
-    pub memory_high: Option<u64>,
-}
-
-impl Method {
-    pub fn describe(&self) -> String {
-        match self {
-            Method::Ioprio => "ioprio idle".into(),
-            Method::DryRun => "dry-run, nothing changed".into(),
-            Method::SystemdScope(l) => {
-                let mut s = format!(
-                    "scope in {} with IOWriteBandwidthMax={} {}",
-                    systemd::SLICE,
-                    l.device,
-                    show_rate(l.wbps as f64).replace(' ', "")
-                );
-                if let Some(m) = l.memory_high {
-                    s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
-                }
-                s
-            }
-            Method::Cgroup(l) => {
-                let mut s = match l.weight {
-                    Some(w) => format!("io.weight={w} (iocost)"),
-                    None => format!("io.max wbps={}", show_rate(l.wbps as f64).replace(' ', "")),
-                };
-                if let Some(m) = l.memory_high {
-                    s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
-                }
-                s
-            }
-        }
-    }
-}
 
 /// What undoing a restriction found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -165,7 +107,7 @@ impl Actuator {
                     .cgroupfs
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
-                active.home = Cgroupfs::cgroup_of(root);
+                active.home = cgroups::of_process(root);
                 let cg = self.create_cgroup(&fs, id, root, limits)?;
                 for &pid in members {
                     self.move_into(&fs, id, pid, &cg)?;
@@ -408,7 +350,7 @@ impl Actuator {
     }
 
     fn move_into(&mut self, fs: &Cgroupfs, id: u64, pid: u32, to: &Path) -> Result<()> {
-        let (Some(process), Some(from)) = (identity::of_process(pid), Cgroupfs::cgroup_of(pid))
+        let (Some(process), Some(from)) = (identity::of_process(pid), cgroups::of_process(pid))
         else {
             return Ok(());
         };
@@ -428,149 +370,4 @@ impl Actuator {
         }
         Ok(())
     }
-
-    fn undo_scope(&self, unit: &str, device: &str, members: &[Identity], r: &mut UndoReport) {
-        let Some(systemd) = &self.systemd else {
-            r.errors
-                .push(format!("cannot reach systemd to lift the limits of {unit}"));
-            return;
-        };
-        let alive: Vec<u32> = members
-            .iter()
-            .filter(|p| identity::is_current(p))
-            .map(|p| p.id)
-            .collect();
-        r.vanished += members.len() - alive.len();
-        if alive.is_empty() {
-            // systemd removed the scope with its last process: nothing left to lift.
-            return;
-        }
-        match systemd.lift(unit, device) {
-            Ok(()) => {
-                r.restored += alive.len();
-                tracing::info!(
-                    "limits of {unit} lifted; pids {alive:?} stay in it until they exit (systemd \
-                     does not move processes back into non-delegated units)"
-                );
-            }
-            Err(e) => r.errors.push(format!("{e:#}")),
-        }
-    }
-
-    /// Undoes `changes` in dependency order: processes out of our cgroups, then the cgroups,
-    /// then priorities, then the shared set-up.
-    fn undo(&self, changes: &[Change]) -> UndoReport {
-        let mut r = UndoReport::default();
-        for c in changes {
-            if let Change::SystemdScope {
-                unit,
-                device,
-                members,
-                ..
-            } = c
-            {
-                self.undo_scope(unit, device, members, &mut r);
-            }
-        }
-        let fs = self.cgroupfs.as_ref();
-        let mut homes: HashMap<u64, PathBuf> = HashMap::new();
-        for c in changes {
-            if let Change::CgroupMove {
-                restriction,
-                process,
-                from,
-                to,
-            } = c
-            {
-                homes.entry(*restriction).or_insert_with(|| from.clone());
-                let Some(fs) = fs else { continue };
-                if !identity::is_current(process) {
-                    r.vanished += 1;
-                } else if Cgroupfs::cgroup_of(process.id).as_deref() != Some(to.as_path()) {
-                    r.kept.push(format!(
-                        "pid {} was moved out of {} by someone else",
-                        process.id,
-                        to.display()
-                    ));
-                } else {
-                    match fs.move_process(process.id, &fs.nearest_existing(from)) {
-                        Ok(()) => r.restored += 1,
-                        Err(e) => r.errors.push(e.to_string()),
-                    }
-                }
-            }
-        }
-        let mut created: Vec<(u64, &PathBuf)> = changes
-            .iter()
-            .filter_map(|c| match c {
-                Change::CgroupCreated { restriction, path } => Some((*restriction, path)),
-                _ => None,
-            })
-            .collect();
-        // Children before parents.
-        created.sort_by_key(|(_, p)| std::cmp::Reverse(p.components().count()));
-        for (restriction, path) in created {
-            let Some(fs) = fs else { continue };
-            let home = fs.nearest_existing(homes.get(&restriction).map_or(Path::new("/"), |p| p));
-            for pid in fs.procs(path) {
-                if let Err(e) = fs.move_process(pid, &home) {
-                    r.errors.push(e.to_string());
-                }
-            }
-            if let Err(e) = remove_cgroup(fs, path) {
-                r.errors
-                    .push(format!("removing cgroup {}: {e}", path.display()));
-            }
-        }
-        for c in changes {
-            if let Change::Ioprio {
-                thread,
-                previous,
-                applied,
-                ..
-            } = c
-            {
-                if !identity::is_current(thread) {
-                    r.vanished += 1;
-                    continue;
-                }
-                match ioprio::get(thread.id) {
-                    Ok(now) if now == *applied => match ioprio::set(thread.id, *previous) {
-                        Ok(()) => r.restored += 1,
-                        Err(e) => r
-                            .errors
-                            .push(format!("ioprio of thread {}: {e}", thread.id)),
-                    },
-                    Ok(now) => r.kept.push(format!(
-                        "thread {}: ioprio set to {} by someone else, left as is",
-                        thread.id,
-                        ioprio::describe(now)
-                    )),
-                    Err(_) => r.vanished += 1,
-                }
-            }
-        }
-        for c in changes {
-            if let (Change::ControllerEnabled { path, controller }, Some(fs)) = (c, fs) {
-                // Fails harmlessly while other cgroups still use the controller.
-                if let Err(e) = fs.set_controller(path, controller, false) {
-                    tracing::debug!("leaving {controller} enabled in {}: {e}", path.display());
-                }
-            }
-        }
-        r
-    }
-}
-
-/// rmdir of a cgroup fails with EBUSY for a moment after its last process left (zombies).
-fn remove_cgroup(fs: &Cgroupfs, path: &Path) -> std::io::Result<()> {
-    let mut last = Ok(());
-    for _ in 0..20 {
-        last = fs.remove(path);
-        if last.is_ok() {
-            return Ok(());
-        }
-        std::thread::sleep(std::time::Duration::from_millis(25));
-    }
-    last
 }

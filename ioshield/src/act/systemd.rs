@@ -4,13 +4,13 @@
 //! `SetUnitProperties`. The processes then stay in the (unlimited) scope until they exit: systemd
 //! refuses to move processes into a unit without `Delegate=yes`, which login-session and service
 //! units do not have ("Process migration not available on non-delegated units").
-use std::path::Path;
-
 use anyhow::{Context as _, Result};
 use zbus::{
     blocking::Connection,
     zvariant::{OwnedObjectPath, Value},
 };
+
+use crate::system::{cgroups, host};
 
 pub const SLICE: &str = "ioshield.slice";
 /// What systemd reads as "no limit" for bandwidth and memory properties.
@@ -48,12 +48,12 @@ impl Systemd {
     /// Connects when systemd runs this host with the unified cgroup hierarchy (where its IO*
     /// properties map to the io controller that throttles writeback), or says why not.
     pub fn detect() -> Result<Systemd, String> {
-        if !Path::new("/run/systemd/system").exists() {
+        if !host::systemd_booted() {
             return Err("systemd is not running this host".into());
         }
-        let controllers =
-            std::fs::read_to_string("/sys/fs/cgroup/cgroup.controllers").unwrap_or_default();
-        if !controllers.split_whitespace().any(|c| c == "io") {
+        let io = cgroups::v2_mount()
+            .is_some_and(|root| cgroups::controllers(&root).iter().any(|c| c == "io"));
+        if !io {
             return Err(
                 "systemd runs this host without the unified cgroup hierarchy's io \
                         controller (cgroup v1 blkio cannot slow buffered writeback)"

@@ -7,6 +7,7 @@ use toml::Spanned;
 
 use super::{
     ActionKind, Bandwidth, Config, DevicePolicy, MemoryHigh,
+    raw::{RawConfig, RawDaemon, RawDevice},
     units::{parse_bandwidth, parse_duration, parse_positive_duration},
 };
 
@@ -32,62 +33,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawConfig {
-    #[serde(default)]
-    daemon: RawDaemon,
-    #[serde(default)]
-    exclude: RawExclude,
-    #[serde(default)]
-    metrics: RawMetrics,
-    #[serde(default)]
-    device: BTreeMap<String, RawDevice>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawDaemon {
-    tick: Option<Spanned<String>>,
-    tau: Option<Spanned<String>>,
-    parent_factor: Option<Spanned<f64>>,
-    action: Option<Spanned<String>>,
-    state_file: Option<Spanned<String>>,
-    socket: Option<Spanned<String>>,
-    session_leaders: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawExclude {
-    #[serde(default)]
-    comm: Vec<String>,
-    #[serde(default)]
-    uid: Vec<u32>,
-    #[serde(default)]
-    cgroup: Vec<String>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct RawMetrics {
-    listen: Option<Spanned<String>>,
-    textfile: Option<Spanned<String>>,
-}
-
-#[derive(Deserialize, Default, Clone)]
-#[serde(deny_unknown_fields)]
-struct RawDevice {
-    bandwidth: Option<Spanned<String>>,
-    restrict_at: Option<Spanned<f64>>,
-    release_at: Option<Spanned<f64>>,
-    hold: Option<Spanned<String>>,
-    max_flush_seconds: Option<Spanned<f64>>,
-    action: Option<Spanned<String>>,
-    limit: Option<Spanned<f64>>,
-    memory_high: Option<Spanned<String>>,
-}
 
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let origin = path.display().to_string();

@@ -1,6 +1,7 @@
 //! The daemon's configuration: parsed and validated here, consumed as typed values elsewhere.
 //! Works with no file at all; every error names the file, line and key.
 mod file;
+mod raw;
 pub mod units;
 
 use std::{

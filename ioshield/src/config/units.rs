@@ -52,17 +52,6 @@ pub fn parse_bandwidth(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
-/// `30 MB/s` for logs.
-pub fn show_rate(bytes_per_sec: f64) -> String {
-    if bytes_per_sec >= 1e9 {
-        format!("{:.2} GB/s", bytes_per_sec / 1e9)
-    } else if bytes_per_sec >= 1e6 {
-        format!("{:.1} MB/s", bytes_per_sec / 1e6)
-    } else {
-        format!("{:.0} kB/s", bytes_per_sec / 1e3)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,6 +75,5 @@ mod tests {
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_positive_duration("0s").is_err());
-        assert_eq!(show_rate(30e6), "30.0 MB/s");
     }
 }

@@ -5,6 +5,7 @@ use std::{
     sync::{Arc, atomic::AtomicU64},
 };
 
+use crate::{model::sample::Sample, system::devices::Disk};
 use anyhow::{Context as _, Result};
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
@@ -127,6 +128,53 @@ impl Metrics {
             Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
         );
         Metrics { registry, ..m }
+    }
+
+    /// One restriction or release and whether it worked.
+    pub fn action(&self, action: &str, method: &str, ok: bool) {
+        self.actions
+            .get_or_create(&ActionLabel {
+                action: action.into(),
+                method: method.into(),
+                result: if ok { "ok" } else { "error" }.into(),
+            })
+            .inc();
+    }
+
+    /// What one sample adds: bytes dirtied and time throttled per disk, and lost events.
+    pub fn sample(&self, sample: &Sample) {
+        let lost = sample.lost;
+        for (kind, n) in [
+            ("counter_map_full", lost.counter_map_full),
+            ("lifecycle_dropped", lost.lifecycle_events_dropped),
+            ("kernel_read_failed", lost.kernel_reads_failed),
+        ] {
+            self.lost
+                .get_or_create(&LostLabel { kind: kind.into() })
+                .inc_by(n);
+        }
+        for ((_, disk), delta) in &sample.writes {
+            let label = DeviceLabel {
+                device: disk.label(),
+            };
+            self.dirtied_bytes
+                .get_or_create(&label)
+                .inc_by(delta.dirtied_bytes);
+            self.throttled_seconds
+                .get_or_create(&label)
+                .inc_by(delta.throttle_ms as f64 / 1000.0);
+        }
+    }
+
+    /// A disk's current bandwidth and whether an offender is restricted on it.
+    pub fn disk(&self, disk: &Disk, bandwidth: f64, restricted: bool) {
+        let label = DeviceLabel {
+            device: disk.label(),
+        };
+        self.bandwidth.get_or_create(&label).set(bandwidth);
+        self.offenders
+            .get_or_create(&label)
+            .set(i64::from(restricted));
     }
 
     /// Feeds the kernel's cumulative per-program run count and time.

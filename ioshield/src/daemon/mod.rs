@@ -1,26 +1,26 @@
 //! `ioshield daemon`: ticks the pipeline (probe -> rates -> offenders -> actions), reloads its
 //! configuration on SIGHUP, and puts everything back on SIGTERM/SIGINT.
+mod decisions;
+mod disk;
 mod engine;
 mod metrics;
 mod ratelimit;
 pub mod status;
 
-use std::{
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::{
-    act::{Actuator, UndoReport, cgroup::Cgroupfs, systemd::Systemd},
+    act::{Actuator, CgroupAction, UndoReport, cgroup::Cgroupfs, systemd::Systemd},
     config::Config,
     journal::Journal,
     model::tree::ProcessTree,
     probe::Probe,
+    system::procfs::Procfs,
 };
-use engine::{CgroupAction, Engine};
+use engine::Engine;
 
 pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let config = Config::load(config_path.as_deref())?;
@@ -31,7 +31,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
         (Ok(_), _) => Ok(CgroupAction::Systemd),
         (_, Ok(fs)) => Ok(CgroupAction::Cgroupfs(fs.clone())),
         // On a systemd host its reason is the one that matters.
-        (Err(s), Err(c)) => Err(if Path::new("/run/systemd/system").exists() {
+        (Err(s), Err(c)) => Err(if crate::system::host::systemd_booted() {
             s.clone()
         } else {
             c.clone()
@@ -51,7 +51,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // back so a long-running daemon's RSS reflects what it uses.
     // SAFETY: glibc call with no preconditions.
     unsafe { libc::malloc_trim(0) };
-    let mut tree = ProcessTree::from_proc();
+    let mut tree = ProcessTree::scan(Box::new(Procfs));
     let mut engine = Engine::new(config, &tree, cgroup_action);
     tracing::info!(features = ?probe.features(), "probes attached");
     engine.announce();

@@ -10,6 +10,14 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use tokio::{io::AsyncWriteExt as _, net::UnixListener, sync::watch};
 
+use super::disk::DiskRuntime;
+use crate::{
+    act::{CgroupAction, Method, systemd},
+    config::Config,
+    system::devices::Disk,
+};
+use std::time::Instant;
+
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Status {
     pub version: String,
@@ -47,6 +55,52 @@ pub struct DecisionRecord {
     /// Seconds since the Unix epoch.
     pub at: f64,
     pub message: String,
+}
+
+/// The engine's state as `ioshield status` shows it.
+pub fn snapshot<'a>(
+    disks: impl Iterator<Item = (&'a Disk, &'a DiskRuntime)>,
+    started: Instant,
+    config: &Config,
+    cgroup_action: &Result<CgroupAction, String>,
+    recent_decisions: Vec<DecisionRecord>,
+    features: serde_json::Value,
+) -> Status {
+    let now = Instant::now();
+    let mut devices: Vec<DeviceStatus> = disks
+        .map(|(disk, rt)| DeviceStatus {
+            device: disk.label(),
+            dev: disk.id.to_string(),
+            bandwidth_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec),
+            bandwidth_source: rt.bandwidth.map_or("", |b| b.source).to_string(),
+            action: rt.method.as_ref().map(Method::describe),
+            offender: rt.offender.as_ref().map(|o| OffenderStatus {
+                pid: o.pid,
+                comm: o.comm.clone(),
+                restricted_for_secs: now.duration_since(o.since).as_secs_f64(),
+                action: o.action.clone(),
+            }),
+        })
+        .collect();
+    devices.sort_by(|a, b| a.device.cmp(&b.device));
+    Status {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        pid: std::process::id(),
+        uptime_secs: now.duration_since(started).as_secs_f64(),
+        config: config.source.as_ref().map(|p| p.display().to_string()),
+        features,
+        cgroup_action: describe_cgroup_action(cgroup_action),
+        devices,
+        recent_decisions,
+    }
+}
+
+pub fn describe_cgroup_action(how: &Result<CgroupAction, String>) -> String {
+    match how {
+        Ok(CgroupAction::Cgroupfs(fs)) => format!("available at {}", fs.root.display()),
+        Ok(CgroupAction::Systemd) => format!("through systemd, in {}", systemd::SLICE),
+        Err(why) => format!("unavailable: {why}"),
+    }
 }
 
 /// Serves the latest snapshot to every client; the socket is 0600 so only root can read it.

@@ -3,11 +3,7 @@
 //! writing (/proc/diskstats).
 use std::collections::HashMap;
 
-use crate::{
-    config::Bandwidth,
-    model::sample::Sample,
-    system::{bdi, devices::DevId},
-};
+use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 
 /// What the kernel itself assumes for a disk it has not measured yet (INIT_BW).
 pub const UNMEASURED: f64 = 100e6;
@@ -38,13 +34,19 @@ impl BandwidthEstimator {
         }
     }
 
-    pub fn estimate(&self, dev: DevId, configured: Bandwidth) -> Estimate {
-        let mut e = self.estimate_unchecked(dev, configured);
+    /// `kernel` is the kernel's own estimate for the disk (debugfs), when it can be read.
+    pub fn estimate(&self, dev: DevId, configured: Bandwidth, kernel: Option<u64>) -> Estimate {
+        let mut e = self.estimate_unchecked(dev, configured, kernel);
         e.bytes_per_sec = e.bytes_per_sec.max(MINIMUM);
         e
     }
 
-    fn estimate_unchecked(&self, dev: DevId, configured: Bandwidth) -> Estimate {
+    fn estimate_unchecked(
+        &self,
+        dev: DevId,
+        configured: Bandwidth,
+        kernel: Option<u64>,
+    ) -> Estimate {
         if let Bandwidth::BytesPerSec(b) = configured {
             return Estimate {
                 bytes_per_sec: b as f64,
@@ -53,9 +55,9 @@ impl BandwidthEstimator {
         }
         let peak = self.peak.get(&dev).copied().unwrap_or(0.0);
         // The kernel's figure decays while a disk idles; what the disk was seen doing is a floor.
-        if let Some(s) = bdi::stats(dev).filter(|s| s.write_bandwidth as f64 >= MINIMUM) {
+        if let Some(k) = kernel.filter(|&k| k as f64 >= MINIMUM) {
             return Estimate {
-                bytes_per_sec: (s.write_bandwidth as f64).max(peak),
+                bytes_per_sec: (k as f64).max(peak),
                 source: "kernel estimate",
             };
         }
@@ -83,9 +85,22 @@ mod tests {
             major: 999,
             minor: 0,
         };
-        assert_eq!(e.estimate(dev, Bandwidth::Auto).bytes_per_sec, UNMEASURED);
         assert_eq!(
-            e.estimate(dev, Bandwidth::BytesPerSec(10)).bytes_per_sec,
+            e.estimate(dev, Bandwidth::Auto, None).bytes_per_sec,
+            UNMEASURED
+        );
+        assert_eq!(
+            e.estimate(dev, Bandwidth::Auto, Some(0)).bytes_per_sec,
+            UNMEASURED
+        );
+        assert_eq!(
+            e.estimate(dev, Bandwidth::Auto, Some(30_000_000))
+                .bytes_per_sec,
+            30e6
+        );
+        assert_eq!(
+            e.estimate(dev, Bandwidth::BytesPerSec(10), None)
+                .bytes_per_sec,
             MINIMUM
         );
     }

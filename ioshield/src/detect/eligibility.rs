@@ -2,7 +2,6 @@
 use std::collections::HashSet;
 
 use crate::{
-    act::cgroup::Cgroupfs,
     config::Exclude,
     model::tree::{Node, ProcessTree},
 };
@@ -24,7 +23,7 @@ impl Eligibility {
     }
 
     /// Never touched at all, not even as part of an offender's subtree.
-    pub fn excluded(&self, pid: u32, node: &Node) -> Option<&'static str> {
+    pub fn excluded(&self, tree: &ProcessTree, pid: u32, node: &Node) -> Option<&'static str> {
         if pid <= 1 {
             return Some("pid 1");
         }
@@ -41,7 +40,7 @@ impl Eligibility {
             return Some("excluded by uid");
         }
         if !self.exclude.cgroup.is_empty()
-            && let Some(cg) = Cgroupfs::cgroup_of(pid)
+            && let Some(cg) = tree.cgroup_of(pid)
             && self.exclude.cgroup.iter().any(|e| cg.starts_with(e))
         {
             return Some("excluded by cgroup");
@@ -50,11 +49,11 @@ impl Eligibility {
     }
 
     /// May be chosen as the root of a restriction.
-    pub fn choosable(&self, pid: u32, node: &Node) -> Result<(), &'static str> {
+    pub fn choosable(&self, tree: &ProcessTree, pid: u32, node: &Node) -> Result<(), &'static str> {
         if node.exited {
             return Err("exited");
         }
-        if let Some(why) = self.excluded(pid, node) {
+        if let Some(why) = self.excluded(tree, pid, node) {
             return Err(why);
         }
         if node.session == pid && !self.session_leaders {

@@ -1,9 +1,33 @@
 //! The process tree, kept current from fork/exit events. Exited processes stay (marked) until
 //! pruned, so bytes they dirtied are still credited to their ancestors.
-use std::collections::HashMap;
+use std::{collections::HashMap, path::PathBuf};
 
 use super::sample::Lifecycle;
-use crate::system::procfs::{self, ProcInfo};
+use crate::system::procfs::ProcInfo;
+
+/// Where the tree learns what events did not tell it: /proc in the daemon and `top`
+/// (`system::procfs::Procfs`), a fixed table in tests. The tree itself never touches the system.
+pub trait ProcessSource {
+    fn read(&self, pid: u32) -> Option<ProcInfo>;
+    fn scan(&self) -> Vec<ProcInfo>;
+    /// The process's cgroup v2 path (as in /proc/PID/cgroup), for exclusion rules.
+    fn cgroup(&self, pid: u32) -> Option<PathBuf>;
+}
+
+/// A source that knows no processes: for trees built only from events (tests).
+pub struct NoProcesses;
+
+impl ProcessSource for NoProcesses {
+    fn read(&self, _: u32) -> Option<ProcInfo> {
+        None
+    }
+    fn scan(&self) -> Vec<ProcInfo> {
+        Vec::new()
+    }
+    fn cgroup(&self, _: u32) -> Option<PathBuf> {
+        None
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct Node {
@@ -33,19 +57,35 @@ impl From<ProcInfo> for Node {
 /// Guards walks up the tree against a corrupt parent chain.
 const MAX_DEPTH: usize = 256;
 
-#[derive(Default, Debug)]
 pub struct ProcessTree {
     nodes: HashMap<u32, Node>,
+    source: Box<dyn ProcessSource>,
+}
+
+impl Default for ProcessTree {
+    fn default() -> Self {
+        Self {
+            nodes: HashMap::new(),
+            source: Box::new(NoProcesses),
+        }
+    }
 }
 
 impl ProcessTree {
-    pub fn from_proc() -> Self {
+    /// Every process `source` lists now; later changes come from events (or rescans).
+    pub fn scan(source: Box<dyn ProcessSource>) -> Self {
         Self {
-            nodes: procfs::scan()
+            nodes: source
+                .scan()
                 .into_iter()
                 .map(|p| (p.pid, p.into()))
                 .collect(),
+            source,
         }
+    }
+
+    pub fn cgroup_of(&self, pid: u32) -> Option<PathBuf> {
+        self.source.cgroup(pid)
     }
 
     pub fn get(&self, pid: u32) -> Option<&Node> {
@@ -61,7 +101,7 @@ impl ProcessTree {
     pub fn ensure(&mut self, pid: u32) -> &Node {
         self.nodes
             .entry(pid)
-            .or_insert_with(|| match procfs::read(pid) {
+            .or_insert_with(|| match self.source.read(pid) {
                 Some(p) => p.into(),
                 None => Node {
                     ppid: 0,
@@ -82,7 +122,7 @@ impl ProcessTree {
                 // A forked child runs its parent's image until it execs: take its current name
                 // and start time from /proc if it is still there, but keep the parent the event
                 // named (by the time we read /proc, it may have been re-parented).
-                let node = match procfs::read(*pid) {
+                let node = match self.source.read(*pid) {
                     Some(p) => Node {
                         ppid: *ppid,
                         ..Node::from(p)
@@ -126,7 +166,8 @@ impl ProcessTree {
             }
             return;
         }
-        let live: HashMap<u32, ProcInfo> = procfs::scan().into_iter().map(|p| (p.pid, p)).collect();
+        let live: HashMap<u32, ProcInfo> =
+            self.source.scan().into_iter().map(|p| (p.pid, p)).collect();
         for (pid, node) in &mut self.nodes {
             match live.get(pid) {
                 Some(p) if p.start_time == node.start_time => {}
@@ -155,7 +196,7 @@ impl ProcessTree {
             .map(|(pid, _)| *pid)
             .collect();
         for pid in orphans {
-            match procfs::read(pid) {
+            match self.source.read(pid) {
                 Some(p) => {
                     self.nodes.insert(pid, p.into());
                 }

@@ -8,7 +8,7 @@ use aya::{
 
 use super::{DirtyMode, Features, ProgramCost};
 use crate::{
-    kernel::{btf::KernelBtf, privileges, tracefs::Tracefs},
+    system::kernel::{btf::KernelBtf, privileges, tracefs::Tracefs},
     system::vmstat,
 };
 

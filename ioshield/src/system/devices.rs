@@ -99,6 +99,15 @@ impl Devices {
     }
 }
 
+/// The kernel name of `dev` when it is a whole disk itself (not a partition), e.g. `vdb`.
+pub fn whole_disk_name(dev: DevId) -> Option<String> {
+    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
+    if sys.join("partition").exists() {
+        return None;
+    }
+    Some(sys.file_name()?.to_string_lossy().into_owned())
+}
+
 fn whole_disk(dev: DevId) -> Option<Disk> {
     if dev.major == 0 {
         return None;

@@ -15,11 +15,38 @@ pub struct ProcInfo {
     pub kernel_thread: bool,
 }
 
+/// /proc as the process tree's source of processes it did not see born.
+pub struct Procfs;
+
+impl crate::model::tree::ProcessSource for Procfs {
+    fn read(&self, pid: u32) -> Option<ProcInfo> {
+        read(pid)
+    }
+    fn scan(&self) -> Vec<ProcInfo> {
+        scan()
+    }
+    fn cgroup(&self, pid: u32) -> Option<std::path::PathBuf> {
+        super::cgroups::of_process(pid)
+    }
+}
+
 pub fn read(pid: u32) -> Option<ProcInfo> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut info = parse_stat(pid, &stat)?;
+    let mut info = parse_stat(pid, &read_stat(pid)?)?;
     info.uid = read_uid(pid);
     Some(info)
+}
+
+/// `/proc/PID/stat` (also answers for thread ids). A process may name itself with any bytes, so
+/// invalid UTF-8 in its name must not make the whole file unreadable.
+fn read_stat(pid: u32) -> Option<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
+    Some(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Start time in clock ticks since boot of a process or thread: with the id, an identity that
+/// survives id reuse. `None` when it is gone.
+pub fn start_time(id: u32) -> Option<u64> {
+    parse_stat(id, &read_stat(id)?).map(|p| p.start_time)
 }
 
 fn parse_stat(pid: u32, stat: &str) -> Option<ProcInfo> {
@@ -46,7 +73,8 @@ fn parse_stat(pid: u32, stat: &str) -> Option<ProcInfo> {
 }
 
 fn read_uid(pid: u32) -> Option<u32> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = std::fs::read(format!("/proc/{pid}/status")).ok()?;
+    let status = String::from_utf8_lossy(&status);
     status
         .lines()
         .find_map(|l| l.strip_prefix("Uid:"))

@@ -19,7 +19,7 @@ pub struct TopOptions {
 
 pub async fn run(opts: TopOptions) -> Result<()> {
     let mut probe = Probe::start()?;
-    let mut tree = ProcessTree::from_proc();
+    let mut tree = ProcessTree::scan(Box::new(crate::system::procfs::Procfs));
     tracing::info!(features = ?probe.features(), "probes attached");
     let limit = match (opts.watch, opts.count) {
         (_, Some(n)) => n.max(1),

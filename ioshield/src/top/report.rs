@@ -10,7 +10,7 @@ use crate::{
     },
     probe::{Features, Probe, ProgramCost},
     system::{
-        devices::{DevId, Disk},
+        devices::{self, DevId, Disk},
         procfs,
         vmstat::DirtyState,
     },
@@ -114,7 +114,7 @@ impl Report {
                 id: *dev,
                 name: None,
             };
-            if let Some(name) = is_whole_disk(*dev) {
+            if let Some(name) = devices::whole_disk_name(*dev) {
                 devices.push(DeviceRow {
                     device: Disk {
                         name: Some(name),
@@ -150,12 +150,4 @@ impl Report {
             },
         }
     }
-}
-
-fn is_whole_disk(dev: DevId) -> Option<String> {
-    let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;
-    if sys.join("partition").exists() {
-        return None;
-    }
-    Some(sys.file_name()?.to_string_lossy().into_owned())
 }

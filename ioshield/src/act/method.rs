@@ -1,0 +1,172 @@
+//! What a restriction does, chosen per disk from the configuration and what the host allows.
+use super::{cgroup::Cgroupfs, systemd};
+use crate::{
+    config::{ActionKind, DevicePolicy},
+    display::show_rate,
+    system::devices::{DevId, Disk},
+};
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Method {
+    /// Idle I/O class on every thread. Does not reach buffered writeback (facts.md §3).
+    Ioprio,
+    /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
+    Cgroup(CgroupLimits),
+    /// The same through systemd: a transient scope under ioshield.slice.
+    SystemdScope(ScopeLimits),
+    /// Decide and log, change nothing.
+    DryRun,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CgroupLimits {
+    pub dev: DevId,
+    pub wbps: u64,
+    /// iocost weight, used instead of `io.max` when iocost is on for the device.
+    pub weight: Option<u16>,
+    pub memory_high: Option<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeLimits {
+    /// Device node systemd knows the disk by, e.g. `/dev/vdb`.
+    pub device: String,
+    pub wbps: u64,
+    pub memory_high: Option<u64>,
+}
+
+/// How the cgroup action can be carried out on this host, if at all.
+pub enum CgroupAction {
+    /// Through systemd's D-Bus API (systemd owns the tree).
+    Systemd,
+    /// Writing cgroupfs directly (no systemd).
+    Cgroupfs(Cgroupfs),
+}
+
+impl Method {
+    /// The word metrics and logs use for the kind of action.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Method::Ioprio => "ioprio",
+            Method::Cgroup(_) | Method::SystemdScope(_) => "cgroup",
+            Method::DryRun => "dry-run",
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Method::Ioprio => "ioprio idle".into(),
+            Method::DryRun => "dry-run, nothing changed".into(),
+            Method::SystemdScope(l) => {
+                let mut s = format!(
+                    "scope in {} with IOWriteBandwidthMax={} {}",
+                    systemd::SLICE,
+                    l.device,
+                    show_rate(l.wbps as f64).replace(' ', "")
+                );
+                if let Some(m) = l.memory_high {
+                    s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
+                }
+                s
+            }
+            Method::Cgroup(l) => {
+                let mut s = match l.weight {
+                    Some(w) => format!("io.weight={w} (iocost)"),
+                    None => format!("io.max wbps={}", show_rate(l.wbps as f64).replace(' ', "")),
+                };
+                if let Some(m) = l.memory_high {
+                    s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
+                }
+                s
+            }
+        }
+    }
+}
+
+/// The method for `disk` under `policy` at bandwidth `bw`, and a warning when the configured
+/// action cannot be carried out here and a weaker one is used instead.
+pub fn method_for(
+    disk: &Disk,
+    policy: &DevicePolicy,
+    bw: f64,
+    cgroup_action: &Result<CgroupAction, String>,
+) -> (Method, Option<String>) {
+    let wbps = (policy.limit * bw) as u64;
+    let memory_high = policy.memory_high.bytes(bw, policy.max_flush_seconds);
+    let cgroup = |how: &CgroupAction| match how {
+        CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
+            dev: disk.id,
+            wbps,
+            weight: fs.iocost_enabled(disk.id).then_some(1),
+            memory_high,
+        }),
+        CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
+            device: disk.label(),
+            wbps,
+            memory_high,
+        }),
+    };
+    match (policy.action, cgroup_action) {
+        (ActionKind::DryRun, _) => (Method::DryRun, None),
+        (ActionKind::Ioprio, _) => (Method::Ioprio, None),
+        (ActionKind::Cgroup | ActionKind::Auto, Ok(how)) => (cgroup(how), None),
+        (ActionKind::Cgroup, Err(why)) => (
+            Method::Ioprio,
+            Some(format!(
+                "cgroup action requested but {why}; using ioprio, which does not slow buffered \
+                 writeback"
+            )),
+        ),
+        (ActionKind::Auto, Err(why)) => (
+            Method::Ioprio,
+            Some(format!(
+                "action auto: {why}, so using ioprio (it does not slow buffered writeback, only \
+                 the offender's reads and direct writes)"
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn disk() -> Disk {
+        Disk {
+            id: DevId {
+                major: 254,
+                minor: 16,
+            },
+            name: Some("vdb".into()),
+        }
+    }
+
+    #[test]
+    fn limits_follow_the_policy_and_fallbacks_say_why() {
+        let config = Config::default();
+        let mut policy = config.policy_for(None).clone();
+        policy.limit = 0.5;
+        let (m, note) = method_for(&disk(), &policy, 30e6, &Ok(CgroupAction::Systemd));
+        assert_eq!(note, None);
+        let Method::SystemdScope(l) = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!((l.device.as_str(), l.wbps), ("/dev/vdb", 15_000_000));
+        // Default memory_high = auto: 30 MB/s x 1 s is under the floor.
+        assert_eq!(l.memory_high, Some(crate::config::MemoryHigh::FLOOR));
+        assert_eq!(m.label(), "cgroup");
+        assert!(
+            m.describe()
+                .contains("IOWriteBandwidthMax=/dev/vdb 15.0MB/s")
+        );
+
+        let (m, note) = method_for(&disk(), &policy, 30e6, &Err("no io controller".into()));
+        assert_eq!(m, Method::Ioprio);
+        assert!(note.unwrap().contains("no io controller"));
+
+        policy.action = ActionKind::DryRun;
+        let (m, note) = method_for(&disk(), &policy, 30e6, &Ok(CgroupAction::Systemd));
+        assert_eq!((m, note), (Method::DryRun, None));
+    }
+}

@@ -1,0 +1,242 @@
+//! Undoing recorded changes, in an order that works: processes out of ioshield's cgroups before
+//! the cgroups are removed, children before parents, priorities, then the shared set-up.
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use super::{Actuator, UndoReport, cgroup::Cgroupfs, identity, ioprio};
+use crate::{
+    journal::{Change, Identity},
+    system::cgroups,
+};
+
+impl Actuator {
+    pub(super) fn undo_scope(
+        &self,
+        unit: &str,
+        device: &str,
+        members: &[Identity],
+        r: &mut UndoReport,
+    ) {
+        let Some(systemd) = &self.systemd else {
+            r.errors
+                .push(format!("cannot reach systemd to lift the limits of {unit}"));
+            return;
+        };
+        let alive: Vec<u32> = members
+            .iter()
+            .filter(|p| identity::is_current(p))
+            .map(|p| p.id)
+            .collect();
+        r.vanished += members.len() - alive.len();
+        if alive.is_empty() {
+            // systemd removed the scope with its last process: nothing left to lift.
+            return;
+        }
+        match systemd.lift(unit, device) {
+            Ok(()) => {
+                r.restored += alive.len();
+                tracing::info!(
+                    "limits of {unit} lifted; pids {alive:?} stay in it until they exit (systemd \
+                     does not move processes back into non-delegated units)"
+                );
+            }
+            Err(e) => r.errors.push(format!("{e:#}")),
+        }
+    }
+
+    /// Undoes `changes` in dependency order: processes out of our cgroups, then the cgroups,
+    /// then priorities, then the shared set-up.
+    pub(super) fn undo(&self, changes: &[Change]) -> UndoReport {
+        let mut r = UndoReport::default();
+        for c in changes {
+            if let Change::SystemdScope {
+                unit,
+                device,
+                members,
+                ..
+            } = c
+            {
+                self.undo_scope(unit, device, members, &mut r);
+            }
+        }
+        let fs = self.cgroupfs.as_ref();
+        let mut homes: HashMap<u64, PathBuf> = HashMap::new();
+        for c in changes {
+            if let Change::CgroupMove {
+                restriction,
+                process,
+                from,
+                to,
+            } = c
+            {
+                homes.entry(*restriction).or_insert_with(|| from.clone());
+                let Some(fs) = fs else { continue };
+                if !identity::is_current(process) {
+                    r.vanished += 1;
+                } else if cgroups::of_process(process.id).as_deref() != Some(to.as_path()) {
+                    r.kept.push(format!(
+                        "pid {} was moved out of {} by someone else",
+                        process.id,
+                        to.display()
+                    ));
+                } else {
+                    match fs.move_process(process.id, &fs.nearest_existing(from)) {
+                        Ok(()) => r.restored += 1,
+                        Err(e) => r.errors.push(e.to_string()),
+                    }
+                }
+            }
+        }
+        let mut created: Vec<(u64, &PathBuf)> = changes
+            .iter()
+            .filter_map(|c| match c {
+                Change::CgroupCreated { restriction, path } => Some((*restriction, path)),
+                _ => None,
+            })
+            .collect();
+        // Children before parents.
+        created.sort_by_key(|(_, p)| std::cmp::Reverse(p.components().count()));
+        for (restriction, path) in created {
+            let Some(fs) = fs else { continue };
+            let home = fs.nearest_existing(homes.get(&restriction).map_or(Path::new("/"), |p| p));
+            for pid in fs.procs(path) {
+                if let Err(e) = fs.move_process(pid, &home) {
+                    r.errors.push(e.to_string());
+                }
+            }
+            if let Err(e) = remove_cgroup(fs, path) {
+                r.errors
+                    .push(format!("removing cgroup {}: {e}", path.display()));
+            }
+        }
+        for c in changes {
+            if let Change::Ioprio {
+                thread,
+                previous,
+                applied,
+                ..
+            } = c
+            {
+                if !identity::is_current(thread) {
+                    r.vanished += 1;
+                    continue;
+                }
+                match ioprio::get(thread.id) {
+                    Ok(now) if now == *applied => match ioprio::set(thread.id, *previous) {
+                        Ok(()) => r.restored += 1,
+                        Err(e) => r
+                            .errors
+                            .push(format!("ioprio of thread {}: {e}", thread.id)),
+                    },
+                    Ok(now) => r.kept.push(format!(
+                        "thread {}: ioprio set to {} by someone else, left as is",
+                        thread.id,
+                        ioprio::describe(now)
+                    )),
+                    Err(_) => r.vanished += 1,
+                }
+            }
+        }
+        for c in changes {
+            if let (Change::ControllerEnabled { path, controller }, Some(fs)) = (c, fs) {
+                // Fails harmlessly while other cgroups still use the controller.
+                if let Err(e) = fs.set_controller(path, controller, false) {
+                    tracing::debug!("leaving {controller} enabled in {}: {e}", path.display());
+                }
+            }
+        }
+        r
+    }
+}
+
+/// rmdir of a cgroup fails with EBUSY for a moment after its last process left (zombies).
+fn remove_cgroup(fs: &Cgroupfs, path: &Path) -> std::io::Result<()> {
+    let mut last = Ok(());
+    for _ in 0..20 {
+        last = fs.remove(path);
+        if last.is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Journal;
+
+    /// A cgroupfs stand-in: directories without the kernel's files, so a cgroup can only be
+    /// removed once its children are, as in the real hierarchy.
+    fn setup() -> (tempfile::TempDir, Actuator) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cgroup");
+        std::fs::create_dir_all(root.join("ioshield/r1-42")).unwrap();
+        std::fs::create_dir_all(root.join("ioshield/r2-43")).unwrap();
+        std::fs::write(root.join("cgroup.subtree_control"), "io memory").unwrap();
+        let (journal, _) = Journal::open(&dir.path().join("state.json")).unwrap();
+        let fs = Cgroupfs { root };
+        (dir, Actuator::new(journal, Some(fs), None))
+    }
+
+    #[test]
+    fn children_are_removed_before_parents_and_the_controller_last() {
+        let (dir, mut actuator) = setup();
+        let root = dir.path().join("cgroup");
+        // Recorded in the order they were made: parent, controller, children.
+        let changes = vec![
+            Change::CgroupCreated {
+                restriction: 0,
+                path: "/ioshield".into(),
+            },
+            Change::ControllerEnabled {
+                path: "/".into(),
+                controller: "io".into(),
+            },
+            Change::CgroupCreated {
+                restriction: 1,
+                path: "/ioshield/r1-42".into(),
+            },
+            Change::CgroupCreated {
+                restriction: 2,
+                path: "/ioshield/r2-43".into(),
+            },
+            // A moved process that has exited since: nothing to move back.
+            Change::CgroupMove {
+                restriction: 1,
+                process: Identity {
+                    id: u32::MAX - 1,
+                    start_time: 1,
+                },
+                from: "/user.slice".into(),
+                to: "/ioshield/r1-42".into(),
+            },
+        ];
+        let report = actuator.recover(changes);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(report.vanished, 1);
+        assert!(!root.join("ioshield").exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("cgroup.subtree_control")).unwrap(),
+            "-io"
+        );
+    }
+
+    #[test]
+    fn a_cgroup_that_cannot_be_removed_is_reported() {
+        let (dir, mut actuator) = setup();
+        let root = dir.path().join("cgroup");
+        // Someone else's cgroup below ours keeps it from being removed.
+        std::fs::create_dir(root.join("ioshield/r1-42/foreign")).unwrap();
+        let report = actuator.recover(vec![Change::CgroupCreated {
+            restriction: 1,
+            path: "/ioshield/r1-42".into(),
+        }]);
+        assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
+        assert!(report.errors[0].contains("r1-42"));
+        assert!(root.join("ioshield/r1-42").exists());
+    }
+}

@@ -1,0 +1,181 @@
+//! One disk's runtime in the daemon: its hysteresis state, the restriction it holds, and carrying
+//! out a decision to restrict or release through the actuator.
+use std::time::Instant;
+
+use super::{decisions::DecisionLog, metrics::Metrics, ratelimit::RateLimit};
+use crate::{
+    act::{Actuator, Method},
+    config::DevicePolicy,
+    detect::{
+        bandwidth::Estimate,
+        policy::{Candidate, DiskState, Trigger},
+    },
+    display::show_rate,
+    model::tree::ProcessTree,
+    system::devices::Disk,
+};
+
+pub struct Offender {
+    pub pid: u32,
+    pub comm: String,
+    pub since: Instant,
+    pub action: String,
+}
+
+#[derive(Default)]
+pub struct DiskRuntime {
+    pub state: DiskState,
+    pub restriction: Option<u64>,
+    pub offender: Option<Offender>,
+    pub method: Option<Method>,
+    pub bandwidth: Option<Estimate>,
+    pub bandwidth_logged: Option<f64>,
+}
+
+/// What carrying out a decision touches besides the disk itself.
+pub struct Effects<'a> {
+    pub actuator: &'a mut Actuator,
+    pub metrics: &'a mut Metrics,
+    pub log: &'a mut DecisionLog,
+    pub limit: &'a mut RateLimit,
+}
+
+/// A restriction about to be made: whom, how, and why (for its log line).
+pub struct Plan<'a> {
+    pub offender: Candidate,
+    pub members: &'a [u32],
+    pub method: &'a Method,
+    pub policy: &'a DevicePolicy,
+    pub bandwidth: f64,
+    pub trigger: Trigger,
+}
+
+impl DiskRuntime {
+    /// Uses `method` from now on, saying so when it changes (with `note` when it is a fallback).
+    pub fn use_method(&mut self, disk: &Disk, method: &Method, note: Option<String>) {
+        if self.method.as_ref().map(std::mem::discriminant) != Some(std::mem::discriminant(method))
+        {
+            match note {
+                Some(n) => tracing::warn!("{}: {n}", disk.label()),
+                None => tracing::info!("{}: action {}", disk.label(), method.describe()),
+            }
+        }
+        self.method = Some(method.clone());
+    }
+
+    pub fn restrict(&mut self, disk: &Disk, plan: Plan<'_>, tree: &ProcessTree, fx: Effects<'_>) {
+        let Plan {
+            offender,
+            members,
+            method,
+            policy,
+            bandwidth: bw,
+            trigger,
+        } = plan;
+        let comm = tree
+            .get(offender.pid)
+            .map_or("?".into(), |n| crate::display::printable(&n.comm));
+        let why = match trigger {
+            Trigger::Rate => format!(
+                "tree {} on {} > {:.0}% of {}",
+                show_rate(offender.score),
+                disk.label(),
+                policy.restrict_at * 100.0,
+                show_rate(bw)
+            ),
+            Trigger::FlushTime(s) => format!(
+                "tree {} on {}, whose dirty backlog would take {s:.1}s to flush > {}s",
+                show_rate(offender.score),
+                disk.label(),
+                policy.max_flush_seconds
+            ),
+        };
+        let verb = if *method == Method::DryRun {
+            "would restrict"
+        } else {
+            "restrict"
+        };
+        let result = fx.actuator.restrict(offender.pid, members, method);
+        fx.metrics
+            .action("restrict", method.label(), result.is_ok());
+        match result {
+            Ok(id) => {
+                let message = format!(
+                    "{verb} pid {} ({comm}) {why}: {} ({} processes)",
+                    offender.pid,
+                    method.describe(),
+                    members.len()
+                );
+                fx.log.decided(offender.pid, "restrict", message);
+                self.state.hold(offender.pid);
+                self.restriction = Some(id);
+                self.offender = Some(Offender {
+                    pid: offender.pid,
+                    comm,
+                    since: Instant::now(),
+                    action: method.describe(),
+                });
+            }
+            Err(e) => {
+                if fx.limit.allow(format!("restrict {}", offender.pid)) {
+                    tracing::error!("cannot restrict pid {} ({comm}) {why}: {e:#}", offender.pid);
+                }
+            }
+        }
+    }
+
+    /// Lifts the restriction held on this disk; `why` says what calmed down.
+    pub fn release(
+        &mut self,
+        disk: &Disk,
+        root: u32,
+        why: String,
+        tree: &ProcessTree,
+        fx: Effects<'_>,
+    ) {
+        self.state.clear();
+        let method = self.method.as_ref().map_or("?", Method::label);
+        self.offender = None;
+        let comm = tree
+            .get(root)
+            .map_or("?".into(), |n| crate::display::printable(&n.comm));
+        let Some(id) = self.restriction.take() else {
+            return;
+        };
+        let r = fx.actuator.release(id);
+        let verb = if method == "dry-run" {
+            "would release"
+        } else {
+            "release"
+        };
+        let message = format!(
+            "{verb} pid {root} ({comm}) on {}: {why}; {} restored, {} kept as changed by someone \
+             else, {} gone",
+            disk.label(),
+            r.restored,
+            r.kept.len(),
+            r.vanished
+        );
+        fx.log.decided(root, "release", message);
+        fx.metrics.restored.inc_by(r.restored as u64);
+        fx.metrics.action("release", method, r.errors.is_empty());
+        for k in &r.kept {
+            tracing::info!("{k}");
+        }
+        for e in &r.errors {
+            tracing::warn!("release pid {root}: {e}");
+        }
+    }
+
+    /// Keeps the held restriction complete as its subtree changes.
+    pub fn sweep(&mut self, members: &[u32], fx: Effects<'_>) {
+        if let (Some(held), Some(id)) = (&self.state.held, self.restriction) {
+            let root = held.root;
+            if let Err(e) = fx.actuator.sweep(id, members)
+                && fx.limit.allow(format!("sweep {root}"))
+            {
+                tracing::warn!("keeping pid {root}'s restriction complete: {e:#}");
+            }
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Which subtree to blame on one disk, and which processes restricting it covers. Pure: it takes
+//! the tree, the eligibility rules and the roots other disks' restrictions hold.
+use std::collections::{HashMap, HashSet};
+
+use super::{eligibility::Eligibility, policy::Candidate};
+use crate::model::tree::ProcessTree;
+
+/// Subtree scores from each process's own rate on a disk (`own`): a process's rate plus
+/// `parent_factor` times its children's scores. An excluded writer is never touched, and its
+/// parent is not to blame for it either, so its rate counts nowhere.
+pub fn scores(
+    tree: &ProcessTree,
+    eligibility: &Eligibility,
+    mut own: HashMap<u32, f64>,
+    parent_factor: f64,
+) -> HashMap<u32, f64> {
+    own.retain(|pid, _| {
+        tree.get(*pid)
+            .is_none_or(|n| eligibility.excluded(tree, *pid, n).is_none())
+    });
+    tree.subtree_totals(&own, parent_factor)
+}
+
+/// The best-scoring subtree whose root may be chosen and is not already held by another disk's
+/// restriction. Ties go to the lower pid, so the choice is stable from tick to tick.
+pub fn choose(
+    tree: &ProcessTree,
+    eligibility: &Eligibility,
+    scores: &HashMap<u32, f64>,
+    held_elsewhere: &HashSet<u32>,
+) -> Option<Candidate> {
+    scores
+        .iter()
+        .filter(|(pid, _)| {
+            !held_elsewhere.contains(pid)
+                && tree
+                    .get(**pid)
+                    .is_some_and(|n| eligibility.choosable(tree, **pid, n).is_ok())
+        })
+        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
+        .map(|(&pid, &score)| Candidate { pid, score })
+}
+
+/// The processes a restriction of `root` covers: its live subtree, root first, without anything
+/// excluded and without subtrees another disk's restriction holds (moving those again would undo
+/// that restriction's cgroup or scope).
+pub fn members(
+    tree: &ProcessTree,
+    eligibility: &Eligibility,
+    root: u32,
+    held_elsewhere: &HashSet<u32>,
+) -> Vec<u32> {
+    tree.subtree(root)
+        .into_iter()
+        .filter(|p| {
+            *p == root
+                || (tree
+                    .get(*p)
+                    .is_some_and(|n| eligibility.excluded(tree, *p, n).is_none())
+                    && !tree
+                        .ancestry(*p)
+                        .take_while(|a| *a != root)
+                        .any(|a| held_elsewhere.contains(&a)))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{config::Exclude, model::tree::Node};
+
+    fn node(ppid: u32, session: u32, comm: &str) -> Node {
+        Node {
+            ppid,
+            session,
+            comm: comm.into(),
+            uid: Some(1000),
+            start_time: 1,
+            kernel_thread: false,
+            exited: false,
+        }
+    }
+
+    /// 1 (init) -> 100 (login shell, session leader) -> 200 (tar) -> 300 (gzip)
+    ///                                              -> 201 (backup, excluded) -> 301 (dd)
+    ///                                              -> 202 (sh) -> 302 (cp)
+    fn tree() -> ProcessTree {
+        let mut t = ProcessTree::default();
+        t.insert(1, node(0, 1, "systemd"));
+        t.insert(100, node(1, 100, "bash"));
+        t.insert(200, node(100, 100, "tar"));
+        t.insert(300, node(200, 100, "gzip"));
+        t.insert(201, node(100, 100, "backup"));
+        t.insert(301, node(201, 100, "dd"));
+        t.insert(202, node(100, 100, "sh"));
+        t.insert(302, node(202, 100, "cp"));
+        t
+    }
+
+    fn rules(t: &ProcessTree) -> Eligibility {
+        let exclude = Exclude {
+            comm: vec!["backup".into()],
+            ..Exclude::default()
+        };
+        Eligibility::new(exclude, false, t)
+    }
+
+    #[test]
+    fn an_excluded_writer_counts_for_nobody() {
+        let t = tree();
+        let s = scores(
+            &t,
+            &rules(&t),
+            HashMap::from([(201, 50.0), (300, 10.0)]),
+            1.0,
+        );
+        assert_eq!(s.get(&201), None);
+        assert_eq!(s[&100], 10.0);
+        assert_eq!(s[&200], 10.0);
+    }
+
+    #[test]
+    fn the_session_leader_is_not_blamed_for_its_children() {
+        let t = tree();
+        let e = rules(&t);
+        let s = scores(&t, &e, HashMap::from([(300, 10.0), (302, 8.0)]), 1.0);
+        // bash's subtree scores 18 but it leads the session: tar's subtree is chosen.
+        assert_eq!(s[&100], 18.0);
+        let c = choose(&t, &e, &s, &HashSet::new()).unwrap();
+        assert_eq!((c.pid, c.score), (200, 10.0));
+        // Held by another disk's restriction: the next best (its child gzip scores as much).
+        let c = choose(&t, &e, &s, &HashSet::from([200])).unwrap();
+        assert_eq!((c.pid, c.score), (300, 10.0));
+        let c = choose(&t, &e, &s, &HashSet::from([200, 300])).unwrap();
+        assert_eq!(c.pid, 202);
+        // Ties go to the lower pid.
+        let s = HashMap::from([(300, 5.0), (302, 5.0)]);
+        assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 300);
+    }
+
+    #[test]
+    fn members_skip_excluded_processes_and_subtrees_held_elsewhere() {
+        let t = tree();
+        let e = rules(&t);
+        let mut m = members(&t, &e, 100, &HashSet::new());
+        assert_eq!(m[0], 100);
+        m.sort_unstable();
+        // backup (excluded) is left out; its child dd is not excluded itself.
+        assert_eq!(m, [100, 200, 202, 300, 301, 302]);
+        let mut m = members(&t, &e, 100, &HashSet::from([202]));
+        m.sort_unstable();
+        assert_eq!(m, [100, 200, 300, 301]);
+        // The root itself is always a member, even if another disk holds it.
+        assert_eq!(members(&t, &e, 202, &HashSet::from([202]))[0], 202);
+    }
+}

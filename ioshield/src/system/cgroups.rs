@@ -1,0 +1,92 @@
+//! cgroup v2 as the kernel shows it: where the hierarchy is mounted, which cgroup a process is in,
+//! and the read-only files of a cgroup. Changes go through `act::cgroup`.
+use std::path::{Path, PathBuf};
+
+use super::devices::DevId;
+
+/// The mount point of the cgroup v2 hierarchy, if one is mounted.
+pub fn v2_mount() -> Option<PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    mounts.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        (f.get(2) == Some(&"cgroup2")).then(|| PathBuf::from(f[1]))
+    })
+}
+
+/// Controllers available in the cgroup at `dir` (an absolute path in cgroupfs).
+pub fn controllers(dir: &Path) -> Vec<String> {
+    read_words(&dir.join("cgroup.controllers"))
+}
+
+/// Controllers enabled for the children of the cgroup at `dir`.
+pub fn subtree_controllers(dir: &Path) -> Vec<String> {
+    read_words(&dir.join("cgroup.subtree_control"))
+}
+
+/// Processes directly in the cgroup at `dir`.
+pub fn procs(dir: &Path) -> Vec<u32> {
+    std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map(|s| s.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+/// True when iocost is on for `dev` in the hierarchy mounted at `root` (`io.cost.qos` says
+/// `enable=1`): then `io.weight` works for it; otherwise only `io.max` limits writeback.
+pub fn iocost_enabled(root: &Path, dev: DevId) -> bool {
+    let qos = std::fs::read_to_string(root.join("io.cost.qos")).unwrap_or_default();
+    let prefix = format!("{dev} ");
+    qos.lines()
+        .any(|l| l.starts_with(&prefix) && l.contains("enable=1"))
+}
+
+/// A process's cgroup, as the path below the hierarchy's root (`/` for the root itself).
+pub fn of_process(pid: u32) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    parse_proc_cgroup(&text)
+}
+
+fn parse_proc_cgroup(text: &str) -> Option<PathBuf> {
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(PathBuf::from)
+}
+
+fn read_words(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .map(|s| s.split_whitespace().map(String::from).collect())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_unified_line_names_the_cgroup() {
+        let hybrid = "12:blkio:/user.slice\n0::/user.slice/session-2.scope\n";
+        assert_eq!(
+            parse_proc_cgroup(hybrid),
+            Some(PathBuf::from("/user.slice/session-2.scope"))
+        );
+        assert_eq!(parse_proc_cgroup("12:blkio:/x\n"), None);
+    }
+
+    #[test]
+    fn reads_a_cgroup_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.controllers"), "cpu io memory\n").unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "12\n34\n").unwrap();
+        std::fs::write(
+            dir.path().join("io.cost.qos"),
+            "254:16 enable=1 ctrl=user\n8:0 enable=0 ctrl=auto\n",
+        )
+        .unwrap();
+        assert_eq!(controllers(dir.path()), ["cpu", "io", "memory"]);
+        assert!(subtree_controllers(dir.path()).is_empty());
+        assert_eq!(procs(dir.path()), [12, 34]);
+        let dev = |major, minor| DevId { major, minor };
+        assert!(iocost_enabled(dir.path(), dev(254, 16)));
+        assert!(!iocost_enabled(dir.path(), dev(8, 0)));
+        assert!(!iocost_enabled(dir.path(), dev(254, 1)));
+    }
+}
