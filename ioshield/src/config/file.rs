@@ -1,13 +1,12 @@
 //! From TOML text to a validated [`Config`]. Spans are kept on every value that is checked
 //! after parsing, so an out-of-range value is reported with its line.
-use std::{collections::BTreeMap, fmt, ops::Range, path::Path};
+use std::{fmt, ops::Range, path::Path};
 
-use serde::Deserialize;
 use toml::Spanned;
 
 use super::{
     ActionKind, Bandwidth, Config, DevicePolicy, MemoryHigh,
-    raw::{RawConfig, RawDaemon, RawDevice},
+    raw::{RawConfig, RawDevice},
     units::{parse_bandwidth, parse_duration, parse_positive_duration},
 };
 
