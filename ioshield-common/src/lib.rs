@@ -67,6 +67,75 @@ pub mod stat {
 pub const COUNTER_MAP_ENTRIES: u32 = 16384;
 pub const LIFECYCLE_RINGBUF_BYTES: u32 = 512 * 1024;
 
+/// The BPF object's names, as both sides spell them. The kernel side checks at compile time that
+/// each of its programs, maps and globals is named as listed here ([`names::same`]), and
+/// userspace looks them up only through these constants.
+pub mod names {
+    /// Programs (their function names in `ioshield-ebpf`).
+    pub mod program {
+        pub const DIRTY_FOLIO: &str = "dirty_folio";
+        pub const DIRTY_FOLIO_EVENTS: &str = "dirty_folio_events";
+        pub const BALANCE_DIRTY_PAGES: &str = "balance_dirty_pages";
+        pub const PROCESS_FORK: &str = "process_fork";
+        pub const PROCESS_EXEC: &str = "process_exec";
+        pub const PROCESS_EXIT: &str = "process_exit";
+    }
+
+    pub mod map {
+        pub const COUNTERS: &str = "COUNTERS";
+        pub const STATS: &str = "STATS";
+        pub const LIFECYCLE: &str = "LIFECYCLE";
+    }
+
+    /// Globals userspace sets before loading: struct and record offsets (`u32`), and two `u64`
+    /// values.
+    pub mod global {
+        pub const FOLIO_FLAGS_OFF: &str = "FOLIO_FLAGS_OFF";
+        pub const FOLIO_NR_PAGES_OFF: &str = "FOLIO_NR_PAGES_OFF";
+        pub const MAPPING_HOST_OFF: &str = "MAPPING_HOST_OFF";
+        pub const INODE_SB_OFF: &str = "INODE_SB_OFF";
+        pub const INODE_MODE_OFF: &str = "INODE_MODE_OFF";
+        pub const INODE_RDEV_OFF: &str = "INODE_RDEV_OFF";
+        pub const SB_DEV_OFF: &str = "SB_DEV_OFF";
+        pub const TASK_PID_OFF: &str = "TASK_PID_OFF";
+        pub const TASK_TGID_OFF: &str = "TASK_TGID_OFF";
+        pub const TASK_SIGNAL_OFF: &str = "TASK_SIGNAL_OFF";
+        pub const SIGNAL_LIVE_OFF: &str = "SIGNAL_LIVE_OFF";
+        pub const DIRTY_TP_NAME_OFF: &str = "DIRTY_TP_NAME_OFF";
+        pub const BDP_BDI_OFF: &str = "BDP_BDI_OFF";
+        pub const BDP_PAUSE_OFF: &str = "BDP_PAUSE_OFF";
+        pub const PG_HEAD_MASK: &str = "PG_HEAD_MASK";
+        pub const PAGE_SIZE: &str = "PAGE_SIZE";
+    }
+
+    /// `a == b`, usable in a `const` assertion.
+    pub const fn same(a: &str, b: &str) -> bool {
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
+    /// Fails the build unless `$item` is spelled as `$name` says.
+    #[macro_export]
+    macro_rules! check_name {
+        ($name:path, $item:ident) => {
+            const _: () = assert!(
+                $crate::names::same($name, stringify!($item)),
+                "name differs from ioshield_common::names"
+            );
+        };
+    }
+}
+
 #[cfg(feature = "user")]
 mod pod {
     // SAFETY: plain-old-data, `repr(C)`, no padding, every bit pattern valid.

@@ -1,6 +1,6 @@
 //! Who dirties the page cache, in bytes, per (process, device).
 use aya_ebpf::{
-    EbpfContext as _,
+    EbpfContext,
     helpers::bpf_probe_read_kernel,
     macros::{raw_tracepoint, tracepoint},
     programs::{RawTracePointContext, TracePointContext},
@@ -8,7 +8,7 @@ use aya_ebpf::{
 use ioshield_common::CounterKey;
 
 use crate::{
-    bdi,
+    bdi, diag,
     kernel::{
         DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_NR_PAGES_OFF, INODE_MODE_OFF, INODE_RDEV_OFF,
         INODE_SB_OFF, MAPPING_HOST_OFF, PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
@@ -22,11 +22,12 @@ use crate::{
 pub fn dirty_folio(ctx: RawTracePointContext) -> i32 {
     let folio: u64 = ctx.arg(0);
     let mapping: u64 = ctx.arg(1);
-    let bytes = folio_pages(folio) * PAGE_SIZE.load();
+    let bytes = folio_pages(&ctx, folio) * PAGE_SIZE.load();
     let dev = mapping_dev(mapping).unwrap_or(0);
-    account(ctx.tgid(), dev, bytes);
+    account(&ctx, dev, bytes);
     0
 }
+ioshield_common::check_name!(ioshield_common::names::program::DIRTY_FOLIO, dirty_folio);
 
 /// Fallback when BTF offsets are missing: the classic tracepoint, one page per event, device from
 /// the record's bdi name. Undercounts large folios; userspace says so in the log.
@@ -37,20 +38,28 @@ pub fn dirty_folio_events(ctx: TracePointContext) -> i32 {
         Ok(n) => n,
         Err(_) => return 0,
     };
-    account(ctx.tgid(), bdi::parse_dev(&name), PAGE_SIZE.load());
+    account(&ctx, bdi::parse_dev(&name), PAGE_SIZE.load());
     0
 }
+ioshield_common::check_name!(
+    ioshield_common::names::program::DIRTY_FOLIO_EVENTS,
+    dirty_folio_events
+);
 
 #[inline(always)]
-fn account(tgid: u32, dev: u32, bytes: u64) {
-    with_counters(&CounterKey { tgid, dev }, |c| {
+fn account<C: EbpfContext>(ctx: &C, dev: u32, bytes: u64) {
+    let key = CounterKey {
+        tgid: ctx.tgid(),
+        dev,
+    };
+    with_counters(ctx, &key, |c| {
         c.dirtied_bytes += bytes;
         c.dirtied_events += 1;
     });
 }
 
 #[inline(always)]
-fn folio_pages(folio: u64) -> u64 {
+fn folio_pages<C: EbpfContext>(ctx: &C, folio: u64) -> u64 {
     let nr_off = FOLIO_NR_PAGES_OFF.load();
     if nr_off == 0 {
         return 1;
@@ -64,7 +73,13 @@ fn folio_pages(folio: u64) -> u64 {
     match read::<u32>(folio, nr_off) {
         // A corrupt or misread count must not blow the totals up: large folios are <= PMD size.
         Some(n) if (1..=512).contains(&n) => n as u64,
-        _ => 1,
+        Some(n) => {
+            if diag::allow(diag::FOLIO_SIZE) {
+                aya_log_ebpf::warn!(ctx, "implausible folio page count {}: counted as 1", n);
+            }
+            1
+        }
+        None => 1,
     }
 }
 

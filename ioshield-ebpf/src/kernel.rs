@@ -9,6 +9,7 @@ macro_rules! offsets {
     ($($name:ident),* $(,)?) => { $(
         #[unsafe(no_mangle)]
         pub static $name: Global<u32> = Global::new(0);
+        ioshield_common::check_name!(ioshield_common::names::global::$name, $name);
     )* };
 }
 
@@ -39,6 +40,8 @@ offsets!(
 pub static PG_HEAD_MASK: Global<u64> = Global::new(0);
 #[unsafe(no_mangle)]
 pub static PAGE_SIZE: Global<u64> = Global::new(4096);
+ioshield_common::check_name!(ioshield_common::names::global::PG_HEAD_MASK, PG_HEAD_MASK);
+ioshield_common::check_name!(ioshield_common::names::global::PAGE_SIZE, PAGE_SIZE);
 
 /// Reads a `T` at `base + offset` in kernel memory, counting failures for userspace.
 #[inline(always)]

@@ -37,6 +37,7 @@ pub fn process_fork(ctx: RawTracePointContext) -> i32 {
     });
     0
 }
+ioshield_common::check_name!(ioshield_common::names::program::PROCESS_FORK, process_fork);
 
 /// `sched_process_exit(struct task_struct *p, ...)`: reported once, when the last thread goes
 /// (`signal->live` has dropped to zero by the time the tracepoint fires).
@@ -59,6 +60,7 @@ pub fn process_exit(ctx: RawTracePointContext) -> i32 {
     });
     0
 }
+ioshield_common::check_name!(ioshield_common::names::program::PROCESS_EXIT, process_exit);
 
 /// `sched_process_exec`: the process now runs a new program, under a new name.
 #[raw_tracepoint(tracepoint = "sched_process_exec")]
@@ -72,3 +74,4 @@ pub fn process_exec(ctx: RawTracePointContext) -> i32 {
     });
     0
 }
+ioshield_common::check_name!(ioshield_common::names::program::PROCESS_EXEC, process_exec);

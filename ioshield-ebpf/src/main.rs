@@ -1,9 +1,11 @@
 //! ioshield's BPF programs. Each one only adds to in-kernel counters (or queues a lifecycle event);
-//! userspace reads everything once per tick, so no program wakes userspace up.
+//! userspace reads everything once per tick, so no program wakes userspace up. Rare conditions
+//! are also logged through aya-log (`diag`), rate-limited.
 #![no_std]
 #![no_main]
 
 mod bdi;
+mod diag;
 mod dirty;
 mod kernel;
 mod lifecycle;

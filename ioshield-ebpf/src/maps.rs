@@ -1,5 +1,6 @@
 //! The maps shared with userspace and the one way counters are added to.
 use aya_ebpf::{
+    EbpfContext,
     macros::map,
     maps::{PerCpuArray, PerCpuHashMap, RingBuf},
 };
@@ -17,6 +18,10 @@ pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 
 #[map]
 pub static LIFECYCLE: RingBuf = RingBuf::with_byte_size(LIFECYCLE_RINGBUF_BYTES, 0);
 
+ioshield_common::check_name!(ioshield_common::names::map::COUNTERS, COUNTERS);
+ioshield_common::check_name!(ioshield_common::names::map::STATS, STATS);
+ioshield_common::check_name!(ioshield_common::names::map::LIFECYCLE, LIFECYCLE);
+
 const BPF_NOEXIST: u64 = 1;
 const EEXIST: i32 = 17;
 /// Userspace drains the ring buffer every tick, so it never needs waking per event.
@@ -31,7 +36,7 @@ pub fn bump_stat(index: u32) {
 
 /// Finds (or creates) this CPU's counters for `key` and lets `update` change them.
 #[inline(always)]
-pub fn with_counters(key: &CounterKey, update: impl Fn(&mut Counters)) {
+pub fn with_counters<C: EbpfContext>(ctx: &C, key: &CounterKey, update: impl Fn(&mut Counters)) {
     if let Some(slot) = COUNTERS.get_ptr_mut(key) {
         // SAFETY: per-CPU value, only this CPU writes it.
         update(unsafe { &mut *slot });
@@ -47,7 +52,17 @@ pub fn with_counters(key: &CounterKey, update: impl Fn(&mut Counters)) {
                 update(unsafe { &mut *slot });
             }
         }
-        Err(_) => bump_stat(stat::COUNTER_MAP_FULL),
+        Err(_) => {
+            bump_stat(stat::COUNTER_MAP_FULL);
+            if crate::diag::allow(crate::diag::COUNTER_MAP_FULL) {
+                aya_log_ebpf::warn!(
+                    ctx,
+                    "counter map full ({} keys): pid {} not counted",
+                    COUNTER_MAP_ENTRIES,
+                    key.tgid
+                );
+            }
+        }
     }
 }
 

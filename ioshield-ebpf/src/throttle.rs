@@ -26,9 +26,13 @@ pub fn balance_dirty_pages(ctx: TracePointContext) -> i32 {
         tgid: ctx.tgid(),
         dev: bdi::parse_dev(&name),
     };
-    with_counters(&key, |c| {
+    with_counters(&ctx, &key, |c| {
         c.throttle_pauses += 1;
         c.throttle_ms += pause_ms as u64;
     });
     0
 }
+ioshield_common::check_name!(
+    ioshield_common::names::program::BALANCE_DIRTY_PAGES,
+    balance_dirty_pages
+);

@@ -66,7 +66,7 @@ mod tests {
         assert_eq!(get(tid).unwrap(), before);
         child.kill().unwrap();
         child.wait().unwrap();
-        assert!(get(tid).is_err() || tid == 0);
+        assert!(get(tid).is_err());
         assert_eq!(describe(IDLE), "idle");
         assert_eq!(describe((2 << 13) | 4), "best-effort/4");
     }

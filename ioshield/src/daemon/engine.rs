@@ -243,7 +243,7 @@ impl Engine {
             now,
             offender: candidate,
             held_score: held_root
-                .and_then(|r| scores.get(&r))
+                .and_then(|r| scores.subtree.get(&r))
                 .copied()
                 .unwrap_or(0.0),
             held_gone,

@@ -56,9 +56,14 @@ impl Eligibility {
         if let Some(why) = self.excluded(tree, pid, node) {
             return Err(why);
         }
-        if node.session == pid && !self.session_leaders {
-            return Err("a session leader");
-        }
         Ok(())
+    }
+
+    /// A session leader is blamed only for what it writes itself, never for its descendants: a
+    /// login shell or `systemd --user` must not become the root of a restriction because one of
+    /// its jobs writes. But systemd calls setsid() for every service's main process, and anyone
+    /// can run `setsid dd ...`, so a leader that writes heavily itself may still be chosen.
+    pub fn judged_alone(&self, pid: u32, node: &Node) -> bool {
+        node.session == pid && !self.session_leaders
     }
 }

@@ -5,40 +5,56 @@ use std::collections::{HashMap, HashSet};
 use super::{eligibility::Eligibility, policy::Candidate};
 use crate::model::tree::ProcessTree;
 
-/// Subtree scores from each process's own rate on a disk (`own`): a process's rate plus
-/// `parent_factor` times its children's scores. An excluded writer is never touched, and its
-/// parent is not to blame for it either, so its rate counts nowhere.
+/// How much each process and each subtree adds to a disk's dirty data.
+#[derive(Debug, Default)]
+pub struct Scores {
+    /// Each process's own rate, without excluded processes.
+    pub own: HashMap<u32, f64>,
+    /// A process's rate plus `parent_factor` times its children's subtree scores.
+    pub subtree: HashMap<u32, f64>,
+}
+
+/// Scores from each process's own rate on a disk (`own`). An excluded writer is never touched,
+/// and its parent is not to blame for it either, so its rate counts nowhere.
 pub fn scores(
     tree: &ProcessTree,
     eligibility: &Eligibility,
     mut own: HashMap<u32, f64>,
     parent_factor: f64,
-) -> HashMap<u32, f64> {
+) -> Scores {
     own.retain(|pid, _| {
         tree.get(*pid)
             .is_none_or(|n| eligibility.excluded(tree, *pid, n).is_none())
     });
-    tree.subtree_totals(&own, parent_factor)
+    let subtree = tree.subtree_totals(&own, parent_factor);
+    Scores { own, subtree }
 }
 
 /// The best-scoring subtree whose root may be chosen and is not already held by another disk's
-/// restriction. Ties go to the lower pid, so the choice is stable from tick to tick.
+/// restriction. A session leader competes with its own rate only (see
+/// [`Eligibility::judged_alone`]). Ties go to the lower pid, so the choice is stable from tick
+/// to tick.
 pub fn choose(
     tree: &ProcessTree,
     eligibility: &Eligibility,
-    scores: &HashMap<u32, f64>,
+    scores: &Scores,
     held_elsewhere: &HashSet<u32>,
 ) -> Option<Candidate> {
     scores
+        .subtree
         .iter()
-        .filter(|(pid, _)| {
-            !held_elsewhere.contains(pid)
-                && tree
-                    .get(**pid)
-                    .is_some_and(|n| eligibility.choosable(tree, **pid, n).is_ok())
+        .filter(|(pid, _)| !held_elsewhere.contains(pid))
+        .filter_map(|(&pid, &subtree)| {
+            let node = tree.get(pid)?;
+            eligibility.choosable(tree, pid, node).ok()?;
+            let score = if eligibility.judged_alone(pid, node) {
+                scores.own.get(&pid).copied().unwrap_or(0.0)
+            } else {
+                subtree
+            };
+            (score > 0.0).then_some(Candidate { pid, score })
         })
-        .max_by(|a, b| a.1.total_cmp(b.1).then(b.0.cmp(a.0)))
-        .map(|(&pid, &score)| Candidate { pid, score })
+        .max_by(|a, b| a.score.total_cmp(&b.score).then(b.pid.cmp(&a.pid)))
 }
 
 /// The processes a restriction of `root` covers: its live subtree, root first, without anything
@@ -115,9 +131,32 @@ mod tests {
             HashMap::from([(201, 50.0), (300, 10.0)]),
             1.0,
         );
-        assert_eq!(s.get(&201), None);
-        assert_eq!(s[&100], 10.0);
-        assert_eq!(s[&200], 10.0);
+        assert_eq!(s.subtree.get(&201), None);
+        assert_eq!(s.subtree[&100], 10.0);
+        assert_eq!(s.subtree[&200], 10.0);
+    }
+
+    #[test]
+    fn a_session_leader_that_writes_itself_is_chosen() {
+        let mut t = tree();
+        // `setsid dd` in a terminal, or a service's main process (systemd calls setsid()).
+        t.insert(400, node(1, 400, "dd"));
+        let e = rules(&t);
+        let s = scores(&t, &e, HashMap::from([(400, 40.0), (300, 10.0)]), 1.0);
+        let c = choose(&t, &e, &s, &HashSet::new()).unwrap();
+        assert_eq!((c.pid, c.score), (400, 40.0));
+        // The login shell writing a little itself while its job writes a lot: the job's subtree
+        // is chosen, and the shell is judged by its own 2.0 only.
+        let s = scores(&t, &e, HashMap::from([(100, 2.0), (300, 10.0)]), 1.0);
+        assert_eq!(s.subtree[&100], 12.0);
+        assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 200);
+        let s = scores(&t, &e, HashMap::from([(100, 30.0), (300, 10.0)]), 1.0);
+        let c = choose(&t, &e, &s, &HashSet::new()).unwrap();
+        assert_eq!((c.pid, c.score), (100, 30.0));
+        // With session_leaders = true a leader is judged by its whole subtree.
+        let all = Eligibility::new(Exclude::default(), true, &t);
+        let s = scores(&t, &all, HashMap::from([(100, 2.0), (300, 10.0)]), 1.0);
+        assert_eq!(choose(&t, &all, &s, &HashSet::new()).unwrap().pid, 100);
     }
 
     #[test]
@@ -126,7 +165,7 @@ mod tests {
         let e = rules(&t);
         let s = scores(&t, &e, HashMap::from([(300, 10.0), (302, 8.0)]), 1.0);
         // bash's subtree scores 18 but it leads the session: tar's subtree is chosen.
-        assert_eq!(s[&100], 18.0);
+        assert_eq!(s.subtree[&100], 18.0);
         let c = choose(&t, &e, &s, &HashSet::new()).unwrap();
         assert_eq!((c.pid, c.score), (200, 10.0));
         // Held by another disk's restriction: the next best (its child gzip scores as much).
@@ -135,7 +174,7 @@ mod tests {
         let c = choose(&t, &e, &s, &HashSet::from([200, 300])).unwrap();
         assert_eq!(c.pid, 202);
         // Ties go to the lower pid.
-        let s = HashMap::from([(300, 5.0), (302, 5.0)]);
+        let s = scores(&t, &e, HashMap::from([(300, 5.0), (302, 5.0)]), 0.5);
         assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 300);
     }
 

@@ -6,6 +6,8 @@ use aya::{
     programs::{Program, RawTracePoint, TracePoint},
 };
 
+use ioshield_common::names::{global, program};
+
 use super::{DirtyMode, Features, ProgramCost};
 use crate::{
     system::kernel::{btf::KernelBtf, privileges, tracefs::Tracefs},
@@ -131,28 +133,31 @@ pub fn load_and_attach() -> Result<Loaded> {
     let o = offsets.as_ref();
     let page_size = vmstat::page_size();
     let globals: [(&str, u32); 14] = [
-        ("FOLIO_FLAGS_OFF", o.map_or(0, |o| o.folio_flags)),
-        ("FOLIO_NR_PAGES_OFF", o.map_or(0, |o| o.folio_nr_pages)),
-        ("MAPPING_HOST_OFF", o.map_or(0, |o| o.mapping_host)),
-        ("INODE_SB_OFF", o.map_or(0, |o| o.inode_sb)),
-        ("INODE_MODE_OFF", o.map_or(0, |o| o.inode_mode)),
-        ("INODE_RDEV_OFF", o.map_or(0, |o| o.inode_rdev)),
-        ("SB_DEV_OFF", o.map_or(0, |o| o.sb_dev)),
-        ("TASK_PID_OFF", o.map_or(0, |o| o.task_pid)),
-        ("TASK_TGID_OFF", o.map_or(0, |o| o.task_tgid)),
-        ("TASK_SIGNAL_OFF", o.map_or(0, |o| o.task_signal)),
-        ("SIGNAL_LIVE_OFF", o.map_or(0, |o| o.signal_live)),
-        ("DIRTY_TP_NAME_OFF", name_off),
-        ("BDP_BDI_OFF", bdp.map_or(0, |b| b.0)),
-        ("BDP_PAUSE_OFF", bdp.map_or(0, |b| b.1)),
+        (global::FOLIO_FLAGS_OFF, o.map_or(0, |o| o.folio_flags)),
+        (
+            global::FOLIO_NR_PAGES_OFF,
+            o.map_or(0, |o| o.folio_nr_pages),
+        ),
+        (global::MAPPING_HOST_OFF, o.map_or(0, |o| o.mapping_host)),
+        (global::INODE_SB_OFF, o.map_or(0, |o| o.inode_sb)),
+        (global::INODE_MODE_OFF, o.map_or(0, |o| o.inode_mode)),
+        (global::INODE_RDEV_OFF, o.map_or(0, |o| o.inode_rdev)),
+        (global::SB_DEV_OFF, o.map_or(0, |o| o.sb_dev)),
+        (global::TASK_PID_OFF, o.map_or(0, |o| o.task_pid)),
+        (global::TASK_TGID_OFF, o.map_or(0, |o| o.task_tgid)),
+        (global::TASK_SIGNAL_OFF, o.map_or(0, |o| o.task_signal)),
+        (global::SIGNAL_LIVE_OFF, o.map_or(0, |o| o.signal_live)),
+        (global::DIRTY_TP_NAME_OFF, name_off),
+        (global::BDP_BDI_OFF, bdp.map_or(0, |b| b.0)),
+        (global::BDP_PAUSE_OFF, bdp.map_or(0, |b| b.1)),
     ];
     let pg_head_mask = o.map_or(0, |o| o.pg_head_mask);
     let mut loader = EbpfLoader::new();
     for (name, value) in &globals {
         loader.override_global(name, value, true);
     }
-    loader.override_global("PG_HEAD_MASK", &pg_head_mask, true);
-    loader.override_global("PAGE_SIZE", &page_size, true);
+    loader.override_global(global::PG_HEAD_MASK, &pg_head_mask, true);
+    loader.override_global(global::PAGE_SIZE, &page_size, true);
     let mut ebpf = loader.load(OBJECT).map_err(|e| {
         anyhow!(
             "the kernel refused ioshield's BPF maps or programs ({e}); is BPF enabled \
@@ -162,29 +167,38 @@ pub fn load_and_attach() -> Result<Loaded> {
 
     let mut attached = Vec::new();
     let dirty_mode = if offsets.is_some() {
-        attach_raw(&mut ebpf, "dirty_folio", dirty_tp)?;
-        attached.push("dirty_folio");
+        attach_raw(&mut ebpf, program::DIRTY_FOLIO, dirty_tp)?;
+        attached.push(program::DIRTY_FOLIO);
         DirtyMode::FolioBytes
     } else {
-        attach_classic(&mut ebpf, "dirty_folio_events", "writeback", dirty_tp)?;
-        attached.push("dirty_folio_events");
+        attach_classic(
+            &mut ebpf,
+            program::DIRTY_FOLIO_EVENTS,
+            "writeback",
+            dirty_tp,
+        )?;
+        attached.push(program::DIRTY_FOLIO_EVENTS);
         DirtyMode::PageEvents
     };
     if bdp.is_some() {
         attach_classic(
             &mut ebpf,
-            "balance_dirty_pages",
+            program::BALANCE_DIRTY_PAGES,
             "writeback",
             "balance_dirty_pages",
         )?;
-        attached.push("balance_dirty_pages");
+        attached.push(program::BALANCE_DIRTY_PAGES);
     }
     let lifecycle = offsets.is_some();
     if lifecycle {
-        attach_raw(&mut ebpf, "process_fork", "sched_process_fork")?;
-        attach_raw(&mut ebpf, "process_exec", "sched_process_exec")?;
-        attach_raw(&mut ebpf, "process_exit", "sched_process_exit")?;
-        attached.extend(["process_fork", "process_exec", "process_exit"]);
+        attach_raw(&mut ebpf, program::PROCESS_FORK, "sched_process_fork")?;
+        attach_raw(&mut ebpf, program::PROCESS_EXEC, "sched_process_exec")?;
+        attach_raw(&mut ebpf, program::PROCESS_EXIT, "sched_process_exit")?;
+        attached.extend([
+            program::PROCESS_FORK,
+            program::PROCESS_EXEC,
+            program::PROCESS_EXIT,
+        ]);
     }
     let features = Features {
         dirty_tracepoint: dirty_tp.to_string(),

@@ -6,7 +6,7 @@ use aya::{
     Ebpf,
     maps::{MapData, PerCpuArray, PerCpuHashMap},
 };
-use ioshield_common::{CounterKey, Counters, stat};
+use ioshield_common::{CounterKey, Counters, names::map, stat};
 
 use crate::{
     model::sample::{Lifecycle, Lost, WriteDelta, Writes},
@@ -30,8 +30,14 @@ pub struct CounterReader {
 
 impl CounterReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<Self> {
-        let map = PerCpuHashMap::try_from(ebpf.take_map("COUNTERS").context("map COUNTERS")?)?;
-        let stats = PerCpuArray::try_from(ebpf.take_map("STATS").context("map STATS")?)?;
+        let map = PerCpuHashMap::try_from(
+            ebpf.take_map(map::COUNTERS)
+                .with_context(|| format!("map {}", map::COUNTERS))?,
+        )?;
+        let stats = PerCpuArray::try_from(
+            ebpf.take_map(map::STATS)
+                .with_context(|| format!("map {}", map::STATS))?,
+        )?;
         Ok(Self {
             map,
             stats,

@@ -4,7 +4,7 @@ use aya::{
     Ebpf,
     maps::{MapData, RingBuf},
 };
-use ioshield_common::{LifecycleEvent, lifecycle};
+use ioshield_common::{LifecycleEvent, lifecycle, names::map};
 
 use crate::model::sample::Lifecycle;
 
@@ -14,7 +14,9 @@ pub struct LifecycleReader {
 
 impl LifecycleReader {
     pub fn new(ebpf: &mut Ebpf) -> Result<Self> {
-        let map = ebpf.take_map("LIFECYCLE").context("map LIFECYCLE")?;
+        let map = ebpf
+            .take_map(map::LIFECYCLE)
+            .with_context(|| format!("map {}", map::LIFECYCLE))?;
         Ok(Self {
             ring: RingBuf::try_from(map)?,
         })

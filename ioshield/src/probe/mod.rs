@@ -3,6 +3,7 @@
 //! since the previous call, plus process lifecycle events and the global dirty state.
 mod attach;
 mod counters;
+mod kernel_log;
 mod lifecycle;
 
 use std::time::{Duration, Instant};
@@ -48,6 +49,7 @@ pub struct Probe {
     loaded: attach::Loaded,
     counters: counters::CounterReader,
     lifecycle: Option<lifecycle::LifecycleReader>,
+    kernel_log: Option<kernel_log::KernelLog>,
     devices: Devices,
     last: Instant,
     disk_written: std::collections::HashMap<crate::system::devices::DevId, u64>,
@@ -62,10 +64,12 @@ impl Probe {
         } else {
             None
         };
+        let kernel_log = kernel_log::KernelLog::attach(&mut loaded.ebpf);
         Ok(Self {
             loaded,
             counters,
             lifecycle,
+            kernel_log,
             devices: Devices::default(),
             last: Instant::now(),
             disk_written: diskstats::bytes_written(),
@@ -85,6 +89,9 @@ impl Probe {
         let now = Instant::now();
         let elapsed = now.duration_since(self.last);
         self.last = now;
+        if let Some(k) = &mut self.kernel_log {
+            k.drain();
+        }
         // Events first: a process whose exit we see here has dirtied its last byte, so the
         // counters read next are final for it and can be dropped from the map.
         let lifecycle = match &mut self.lifecycle {

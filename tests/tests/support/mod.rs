@@ -303,3 +303,16 @@ impl Drop for Daemon {
         }
     }
 }
+
+/// `write_bytes` of /proc/PID/io: what the kernel charged the process as dirtied (0 if gone).
+#[allow(dead_code)]
+pub fn proc_io_write_bytes(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/io"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("write_bytes:"))
+                .and_then(|v| v.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
