@@ -14,6 +14,7 @@
 # OFFENDER_STOP (45), ORACLE_WBPS (20000000, ~2/3 of the disk), CONFIG (daemon config; written
 # here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes).
 # For experiments and `cargo xtask bench` (all off or empty by default):
+#   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
 #   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
@@ -66,7 +67,8 @@ if [ -n "${ACTION:-}" ]; then
         # TOML forbids a key twice: the default tick only when the extra lines set none.
         case ${IOSHIELD_DAEMON:-} in *tick*) ;; *) echo 'tick = "1s"' ;; esac
         toml_lines "${IOSHIELD_DAEMON:-}"
-        printf '\n[device."%s"]\nbandwidth = "30MB/s"\n' "$DATA_DEV"
+        # auto (the shipped default) unless told: the daemon must measure the disk itself.
+        printf '\n[device."%s"]\nbandwidth = "%s"\n' "$DATA_DEV" "${BANDWIDTH:-auto}"
         toml_lines "${IOSHIELD_DEVICE:-}"
     } > "$CONFIG"
     [ "${BPF_STATS:-0}" = 1 ] && echo 1 > /proc/sys/kernel/bpf_stats_enabled

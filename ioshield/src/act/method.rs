@@ -53,6 +53,15 @@ impl Method {
         }
     }
 
+    /// The write limit in bytes per second, for the actions that set one.
+    pub fn write_limit(&self) -> Option<u64> {
+        match self {
+            Method::Cgroup(l) if l.weight.is_none() => Some(l.wbps),
+            Method::SystemdScope(l) => Some(l.wbps),
+            _ => None,
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Method::Ioprio => "ioprio idle".into(),

@@ -52,6 +52,8 @@ struct Active {
     /// The restricted root's cgroup before we moved it: where newcomers go back on release.
     home: Option<PathBuf>,
     cgroup: Option<PathBuf>,
+    /// The transient scope holding the subtree, on systemd hosts.
+    unit: Option<String>,
     /// The root's own ioprio before restriction: what threads that inherited idle return to.
     root_previous: Option<u16>,
 }
@@ -62,6 +64,9 @@ pub struct Actuator {
     systemd: Option<Systemd>,
     active: HashMap<u64, Active>,
     next_id: u64,
+    /// Makes scope names unique across restarts: systemd keeps a released scope until its
+    /// processes exit, and a restarted daemon counts restrictions from 1 again.
+    instance: u64,
 }
 
 impl Actuator {
@@ -72,6 +77,9 @@ impl Actuator {
             systemd,
             active: HashMap::new(),
             next_id: 1,
+            instance: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
         }
     }
 
@@ -92,6 +100,7 @@ impl Actuator {
             method: method.clone(),
             home: None,
             cgroup: None,
+            unit: None,
             root_previous: None,
         };
         match method {
@@ -114,7 +123,9 @@ impl Actuator {
                 }
                 active.cgroup = Some(cg);
             }
-            Method::SystemdScope(limits) => self.start_scope(id, root, members, limits)?,
+            Method::SystemdScope(limits) => {
+                active.unit = Some(self.start_scope(id, root, members, limits)?);
+            }
         }
         self.active.insert(id, active);
         Ok(id)
@@ -268,12 +279,12 @@ impl Actuator {
         root: u32,
         members: &[u32],
         limits: &ScopeLimits,
-    ) -> Result<()> {
+    ) -> Result<String> {
         let systemd = self
             .systemd
             .as_ref()
             .ok_or_else(|| anyhow!("systemd is not reachable"))?;
-        let unit = format!("ioshield-r{id}-{root}.scope");
+        let unit = format!("ioshield-{}-r{id}-{root}.scope", self.instance);
         let recorded: Vec<Identity> = members
             .iter()
             .filter_map(|&pid| identity::of_process(pid))
@@ -296,7 +307,40 @@ impl Actuator {
             self.journal.forget(|c| *c == change)?;
             return Err(e);
         }
-        Ok(())
+        Ok(unit)
+    }
+
+    /// Sets a held restriction's limits to `method`'s, e.g. once the disk's speed is measured.
+    /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
+    /// lifting the scope's limits undoes, so there is nothing new to journal. Returns whether
+    /// anything was changed.
+    pub fn retune(&mut self, id: u64, method: &Method) -> Result<bool> {
+        let Some(active) = self.active.get_mut(&id) else {
+            return Ok(false);
+        };
+        if active.method == *method {
+            return Ok(false);
+        }
+        match (&active.method, method, &active.cgroup, &active.unit) {
+            (Method::Cgroup(_), Method::Cgroup(l), Some(cg), _) => {
+                let fs = self
+                    .cgroupfs
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
+                write_limits(fs, cg, l)?;
+            }
+            (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
+                let systemd = self
+                    .systemd
+                    .as_ref()
+                    .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+                systemd.set_limits(unit, &l.device, l.wbps, l.memory_high)?;
+            }
+            // A different kind of action (the configuration changed): kept until release.
+            _ => return Ok(false),
+        }
+        active.method = method.clone();
+        Ok(true)
     }
 
     fn create_cgroup(
@@ -335,17 +379,7 @@ impl Actuator {
             path: cg.clone(),
         })?;
         fs.create(&cg)?;
-        match limits.weight {
-            Some(w) => fs.write_file(&cg, "io.weight", &format!("default {w}"))?,
-            None => fs.write_file(
-                &cg,
-                "io.max",
-                &format!("{} wbps={}", limits.dev, limits.wbps),
-            )?,
-        }
-        if let Some(m) = limits.memory_high {
-            fs.write_file(&cg, "memory.high", &m.to_string())?;
-        }
+        write_limits(fs, &cg, limits)?;
         Ok(cg)
     }
 
@@ -370,4 +404,19 @@ impl Actuator {
         }
         Ok(())
     }
+}
+
+fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits) -> Result<()> {
+    match limits.weight {
+        Some(w) => fs.write_file(cg, "io.weight", &format!("default {w}"))?,
+        None => fs.write_file(
+            cg,
+            "io.max",
+            &format!("{} wbps={}", limits.dev, limits.wbps),
+        )?,
+    }
+    if let Some(m) = limits.memory_high {
+        fs.write_file(cg, "memory.high", &m.to_string())?;
+    }
+    Ok(())
 }

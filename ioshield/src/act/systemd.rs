@@ -99,17 +99,29 @@ impl Systemd {
         Ok(())
     }
 
-    /// Lifts the scope's limits; its processes stay in it until they exit.
-    pub fn lift(&self, unit: &str, device: &str) -> Result<()> {
+    /// Sets the scope's write limit on `device` and its MemoryHigh (none: unlimited).
+    pub fn set_limits(
+        &self,
+        unit: &str,
+        device: &str,
+        write_bps: u64,
+        memory_high: Option<u64>,
+    ) -> Result<()> {
         let props = [
             (
                 "IOWriteBandwidthMax",
-                Value::new(vec![(device.to_string(), INFINITY)]),
+                Value::new(vec![(device.to_string(), write_bps)]),
             ),
-            ("MemoryHigh", Value::from(INFINITY)),
+            ("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))),
         ];
         self.manager()?
             .set_unit_properties(unit, true, &props)
+            .with_context(|| format!("setting the limits of {unit}"))
+    }
+
+    /// Lifts the scope's limits; its processes stay in it until they exit.
+    pub fn lift(&self, unit: &str, device: &str) -> Result<()> {
+        self.set_limits(unit, device, INFINITY, None)
             .with_context(|| format!("lifting the limits of {unit}"))
     }
 }

@@ -63,7 +63,13 @@ impl DiskRuntime {
         self.method = Some(method.clone());
     }
 
-    pub fn restrict(&mut self, disk: &Disk, plan: Plan<'_>, tree: &ProcessTree, fx: Effects<'_>) {
+    pub fn restrict(
+        &mut self,
+        disk: &Disk,
+        plan: Plan<'_>,
+        tree: &ProcessTree,
+        fx: &mut Effects<'_>,
+    ) {
         let Plan {
             offender,
             members,
@@ -131,7 +137,7 @@ impl DiskRuntime {
         root: u32,
         why: String,
         tree: &ProcessTree,
-        fx: Effects<'_>,
+        fx: &mut Effects<'_>,
     ) {
         self.state.clear();
         let method = self.method.as_ref().map_or("?", Method::label);
@@ -167,8 +173,46 @@ impl DiskRuntime {
         }
     }
 
+    /// Moves a held restriction's limits to what the disk's current bandwidth says, when that
+    /// changed by more than a fifth: a restriction made while the disk was not yet measured
+    /// (judged at the kernel's 100 MiB/s guess) would otherwise keep a limit above its speed.
+    pub fn retune(&mut self, disk: &Disk, method: Method, bw: f64, fx: &mut Effects<'_>) {
+        let (Some(id), Some(old), Some(new)) = (
+            self.restriction,
+            self.method.as_ref().and_then(Method::write_limit),
+            method.write_limit(),
+        ) else {
+            return;
+        };
+        if (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
+            return;
+        }
+        match fx.actuator.retune(id, &method) {
+            Ok(true) => {
+                let pid = self.offender.as_ref().map_or(0, |o| o.pid);
+                let message = format!(
+                    "retune pid {pid} on {}: {} (the disk now measures {})",
+                    disk.label(),
+                    method.describe(),
+                    show_rate(bw)
+                );
+                fx.log.decided(pid, "retune", message);
+                if let Some(o) = &mut self.offender {
+                    o.action = method.describe();
+                }
+                self.method = Some(method);
+            }
+            Ok(false) => {}
+            Err(e) => {
+                if fx.limit.allow(format!("retune {}", disk.label())) {
+                    tracing::warn!("cannot change the limits on {}: {e:#}", disk.label());
+                }
+            }
+        }
+    }
+
     /// Keeps the held restriction complete as its subtree changes.
-    pub fn sweep(&mut self, members: &[u32], fx: Effects<'_>) {
+    pub fn sweep(&mut self, members: &[u32], fx: &mut Effects<'_>) {
         if let (Some(held), Some(id)) = (&self.state.held, self.restriction) {
             let root = held.root;
             if let Err(e) = fx.actuator.sweep(id, members)

@@ -251,7 +251,7 @@ impl Engine {
             flush_seconds: Some(backlog / bw),
         };
         let decision = rt.state.step(&inputs, &policy);
-        let fx = Effects {
+        let mut fx = Effects {
             actuator,
             metrics: &mut self.metrics,
             log: &mut self.log,
@@ -270,7 +270,7 @@ impl Engine {
                     bandwidth: bw,
                     trigger,
                 };
-                rt.restrict(disk, plan, tree, fx);
+                rt.restrict(disk, plan, tree, &mut fx);
             }
             Some(Decision::Release { root, calm_for }) => {
                 let why = if held_gone {
@@ -284,12 +284,14 @@ impl Engine {
                         calm_for.as_secs_f64()
                     )
                 };
-                rt.release(disk, root, why, tree, fx);
+                rt.release(disk, root, why, tree, &mut fx);
             }
             None => {
                 if let Some(root) = held_root {
                     let members = offender::members(tree, &self.eligibility, root, &elsewhere);
-                    rt.sweep(&members, fx);
+                    rt.sweep(&members, &mut fx);
+                    let (method, _) = method_for(disk, &policy, bw, &self.cgroup_action);
+                    rt.retune(disk, method, bw, &mut fx);
                 }
             }
         }

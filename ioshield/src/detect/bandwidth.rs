@@ -1,15 +1,28 @@
-//! The write bandwidth each disk is judged against: configured, or learned from the kernel's own
-//! estimate (debugfs bdi stats) and, without debugfs, from the highest rate the disk was seen
-//! writing (/proc/diskstats).
+//! The write bandwidth each disk is judged against: configured, or learned from what the disk
+//! itself completes while it is saturated, or the kernel's own estimate once that estimate has
+//! moved off its initial guess.
+//!
+//! Why not the kernel's figure alone: for a disk that has not written back yet it is `INIT_BW`
+//! (100 MiB/s, shown as 104.9 MB/s), so a 30 MB/s disk was judged as three times faster than it
+//! is and its write limit set above its speed. The disk's completion rate during the seconds it
+//! is busy (/proc/diskstats: bytes written per millisecond with requests in flight) is its real
+//! speed under this load, and is there from the first second of a backlog.
 use std::collections::HashMap;
 
 use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 
 /// What the kernel itself assumes for a disk it has not measured yet (INIT_BW).
 pub const UNMEASURED: f64 = 100e6;
+/// The kernel's INIT_BW exactly: 100 MiB/s (`BdiWriteBandwidth: 102400 kBps`).
+const KERNEL_INITIAL: u64 = 100 << 20;
 /// No disk is judged against less than this: an estimate of zero (seen from debugfs on an idle
 /// disk in the systemd test) would make every writer an offender and every write limit zero.
 pub const MINIMUM: f64 = 1e6;
+/// A tick counts as a measurement of the disk's speed only when it was busy this much of it:
+/// a half-idle disk's bytes per busy millisecond measure its latency, not its speed.
+const SATURATED: f64 = 0.8;
+/// Weight of a new saturated measurement: a few seconds of backlog settle the value.
+const LEARN_WEIGHT: f64 = 0.3;
 /// Per-tick decay of the observed peak, so a disk that got slower is noticed within minutes.
 const PEAK_DECAY: f64 = 0.998;
 
@@ -21,17 +34,33 @@ pub struct Estimate {
 
 #[derive(Default)]
 pub struct BandwidthEstimator {
+    /// Completion rate while saturated, smoothed.
+    learned: HashMap<DevId, f64>,
     peak: HashMap<DevId, f64>,
 }
 
 impl BandwidthEstimator {
     pub fn observe(&mut self, sample: &Sample) {
         let dt = sample.elapsed.as_secs_f64();
-        for (dev, bytes) in &sample.disk_written {
-            let rate = *bytes as f64 / dt;
+        for (dev, &bytes) in &sample.disk_written {
+            let rate = bytes as f64 / dt;
             let peak = self.peak.entry(*dev).or_default();
             *peak = (*peak * PEAK_DECAY).max(rate);
+            let busy = sample.disk_busy_ms.get(dev).copied().unwrap_or(0) as f64 / 1000.0;
+            if bytes > 0 && busy >= SATURATED * dt {
+                let speed = bytes as f64 / busy.min(dt);
+                self.learned
+                    .entry(*dev)
+                    .and_modify(|v| *v += LEARN_WEIGHT * (speed - *v))
+                    .or_insert(speed);
+            }
         }
+    }
+
+    /// The disk's measured speed, if it has been saturated since the daemon started.
+    #[cfg(test)]
+    fn learned(&self, dev: DevId) -> Option<f64> {
+        self.learned.get(&dev).copied()
     }
 
     /// `kernel` is the kernel's own estimate for the disk (debugfs), when it can be read.
@@ -53,9 +82,16 @@ impl BandwidthEstimator {
                 source: "configured",
             };
         }
+        if let Some(&speed) = self.learned.get(&dev).filter(|&&s| s >= MINIMUM) {
+            return Estimate {
+                bytes_per_sec: speed,
+                source: "measured while saturated",
+            };
+        }
         let peak = self.peak.get(&dev).copied().unwrap_or(0.0);
         // The kernel's figure decays while a disk idles; what the disk was seen doing is a floor.
-        if let Some(k) = kernel.filter(|&k| k as f64 >= MINIMUM) {
+        // Its initial guess is no measurement at all.
+        if let Some(k) = kernel.filter(|&k| k as f64 >= MINIMUM && !is_initial_guess(k)) {
             return Estimate {
                 bytes_per_sec: (k as f64).max(peak),
                 source: "kernel estimate",
@@ -74,34 +110,82 @@ impl BandwidthEstimator {
     }
 }
 
+/// The kernel reports its estimate in kB/s, so INIT_BW reads back within rounding of 100 MiB/s.
+fn is_initial_guess(kernel: u64) -> bool {
+    kernel.abs_diff(KERNEL_INITIAL) <= 1024
+}
+
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
+
+    const DEV: DevId = DevId {
+        major: 254,
+        minor: 16,
+    };
+
+    fn tick(written: u64, busy_ms: u64) -> Sample {
+        Sample {
+            elapsed: Duration::from_secs(1),
+            disk_written: HashMap::from([(DEV, written)]),
+            disk_busy_ms: HashMap::from([(DEV, busy_ms)]),
+            ..Sample::default()
+        }
+    }
 
     #[test]
     fn never_below_the_minimum() {
         let e = BandwidthEstimator::default();
-        let dev = DevId {
-            major: 999,
-            minor: 0,
-        };
         assert_eq!(
-            e.estimate(dev, Bandwidth::Auto, None).bytes_per_sec,
+            e.estimate(DEV, Bandwidth::Auto, None).bytes_per_sec,
             UNMEASURED
         );
         assert_eq!(
-            e.estimate(dev, Bandwidth::Auto, Some(0)).bytes_per_sec,
+            e.estimate(DEV, Bandwidth::Auto, Some(0)).bytes_per_sec,
             UNMEASURED
         );
         assert_eq!(
-            e.estimate(dev, Bandwidth::Auto, Some(30_000_000))
+            e.estimate(DEV, Bandwidth::Auto, Some(30_000_000))
                 .bytes_per_sec,
             30e6
         );
         assert_eq!(
-            e.estimate(dev, Bandwidth::BytesPerSec(10), None)
+            e.estimate(DEV, Bandwidth::BytesPerSec(10), None)
                 .bytes_per_sec,
             MINIMUM
         );
+    }
+
+    #[test]
+    fn the_kernels_initial_guess_is_not_a_measurement() {
+        let mut e = BandwidthEstimator::default();
+        // An idle disk: the kernel still says INIT_BW, nothing was seen.
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
+        assert_eq!(est.source, "not yet measured");
+        // A first burst absorbed by the disk's cache: seen, not saturated.
+        e.observe(&tick(20_000_000, 300));
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
+        assert_eq!((est.bytes_per_sec, est.source), (20e6, "observed peak"));
+    }
+
+    #[test]
+    fn a_saturated_disk_is_judged_by_what_it_completes() {
+        let mut e = BandwidthEstimator::default();
+        // The test bed's 30 MB/s disk with a backlog: busy the whole second.
+        e.observe(&tick(30_000_000, 1000));
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
+        assert_eq!(est.source, "measured while saturated");
+        assert!((est.bytes_per_sec - 30e6).abs() < 1.0);
+        // Busy 90% of a tick: the rate per busy second.
+        e.observe(&tick(27_000_000, 900));
+        assert!((e.learned(DEV).unwrap() - 30e6).abs() < 1.0);
+        // A half-idle tick says nothing about the speed.
+        e.observe(&tick(1_000_000, 100));
+        assert!((e.learned(DEV).unwrap() - 30e6).abs() < 1.0);
+        // The configured value still wins.
+        let est = e.estimate(DEV, Bandwidth::BytesPerSec(50_000_000), None);
+        assert_eq!(est.bytes_per_sec, 50e6);
     }
 }

@@ -53,5 +53,7 @@ pub struct Sample {
     pub dirty: DirtyState,
     /// Bytes each disk wrote since the previous sample.
     pub disk_written: HashMap<DevId, u64>,
+    /// Milliseconds each disk was busy (had requests in flight) in the same time.
+    pub disk_busy_ms: HashMap<DevId, u64>,
     pub lost: Lost,
 }

@@ -52,7 +52,7 @@ pub struct Probe {
     kernel_log: Option<kernel_log::KernelLog>,
     devices: Devices,
     last: Instant,
-    disk_written: std::collections::HashMap<crate::system::devices::DevId, u64>,
+    disks: std::collections::HashMap<crate::system::devices::DevId, diskstats::DiskCounters>,
 }
 
 impl Probe {
@@ -72,7 +72,7 @@ impl Probe {
             kernel_log,
             devices: Devices::default(),
             last: Instant::now(),
-            disk_written: diskstats::bytes_written(),
+            disks: diskstats::read(),
         })
     }
 
@@ -99,15 +99,15 @@ impl Probe {
             None => Vec::new(),
         };
         let (writes, lost) = self.counters.read(&lifecycle, &mut self.devices)?;
-        let written_now = diskstats::bytes_written();
-        let disk_written = written_now
-            .iter()
-            .map(|(dev, &total)| {
-                let before = self.disk_written.get(dev).copied().unwrap_or(total);
-                (*dev, total.saturating_sub(before))
-            })
-            .collect();
-        self.disk_written = written_now;
+        let now_disks = diskstats::read();
+        let mut disk_written = std::collections::HashMap::new();
+        let mut disk_busy_ms = std::collections::HashMap::new();
+        for (dev, c) in &now_disks {
+            let before = self.disks.get(dev).copied().unwrap_or(*c);
+            disk_written.insert(*dev, c.written_bytes.saturating_sub(before.written_bytes));
+            disk_busy_ms.insert(*dev, c.busy_ms.saturating_sub(before.busy_ms));
+        }
+        self.disks = now_disks;
         Ok(Sample {
             elapsed: if elapsed.is_zero() {
                 Duration::from_micros(1)
@@ -118,6 +118,7 @@ impl Probe {
             lifecycle,
             dirty: vmstat::dirty_state(),
             disk_written,
+            disk_busy_ms,
             lost,
         })
     }

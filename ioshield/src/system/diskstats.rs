@@ -1,14 +1,23 @@
-//! Bytes each disk has written, from /proc/diskstats (sectors are always 512 bytes there).
+//! What each disk has done, from /proc/diskstats: bytes written (sectors are always 512 bytes
+//! there) and time it was busy.
 use std::collections::HashMap;
 
 use super::devices::DevId;
 
-pub fn bytes_written() -> HashMap<DevId, u64> {
+/// Cumulative counters of one disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiskCounters {
+    pub written_bytes: u64,
+    /// Milliseconds with at least one request in flight (`io_ticks`).
+    pub busy_ms: u64,
+}
+
+pub fn read() -> HashMap<DevId, DiskCounters> {
     let text = std::fs::read_to_string("/proc/diskstats").unwrap_or_default();
     parse(&text)
 }
 
-fn parse(text: &str) -> HashMap<DevId, u64> {
+fn parse(text: &str) -> HashMap<DevId, DiskCounters> {
     text.lines()
         .filter_map(|line| {
             let f: Vec<&str> = line.split_whitespace().collect();
@@ -17,7 +26,14 @@ fn parse(text: &str) -> HashMap<DevId, u64> {
                 minor: f.get(1)?.parse().ok()?,
             };
             let sectors: u64 = f.get(9)?.parse().ok()?;
-            Some((id, sectors * 512))
+            let busy_ms: u64 = f.get(12)?.parse().ok()?;
+            Some((
+                id,
+                DiskCounters {
+                    written_bytes: sectors * 512,
+                    busy_ms,
+                },
+            ))
         })
         .collect()
 }
@@ -25,14 +41,13 @@ fn parse(text: &str) -> HashMap<DevId, u64> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn reads_sectors_written() {
-        let m = super::parse(" 254       0 vda 100 0 800 10 50 0 2048 30 0 40 40 0 0 0 0\n");
-        assert_eq!(
-            m[&super::DevId {
-                major: 254,
-                minor: 0
-            }],
-            2048 * 512
-        );
+    fn reads_sectors_written_and_busy_time() {
+        let m = super::parse(" 254       0 vda 100 0 800 10 50 0 2048 30 0 40 45 0 0 0 0\n");
+        let c = m[&super::DevId {
+            major: 254,
+            minor: 0,
+        }];
+        assert_eq!(c.written_bytes, 2048 * 512);
+        assert_eq!(c.busy_ms, 40);
     }
 }
