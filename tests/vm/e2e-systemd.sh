@@ -43,7 +43,7 @@ in_unit() { cgroup_of "$1" | grep -q "/$2\$"; }
 # No write limit left on the process's cgroup: systemd does not move processes back into
 # non-delegated units, so a released writer stays in its ioshield scope with the limits lifted.
 unlimited() { [ -d "/proc/$1" ] && ! grep -qE 'wbps=[0-9]' "/sys/fs/cgroup$(cgroup_of "$1")/io.max"; }
-limited_scope_of() { cgroup_of "$1" | grep -o 'ioshield-r[^/]*\.scope$'; }
+limited_scope_of() { cgroup_of "$1" | grep -o 'ioshield-[0-9]*-r[^/]*\.scope$'; }
 prop() { systemctl show "$1" -p "$2" --value 2>/dev/null; }
 # Processes left in ioshield.slice scopes that still have a write limit, as "scope: pids".
 limited_leftovers() {
@@ -149,7 +149,7 @@ wait_for 10 limited_scope_of "$WRITER" > /dev/null
 SCOPE=$(limited_scope_of "$WRITER")
 snapshot "restricted"
 check writer-in-ioshield-scope "writer's cgroup is $(cgroup_of "$WRITER")" \
-    eval 'cgroup_of "$WRITER" | grep -q "^/ioshield.slice/ioshield-r.*\.scope$"'
+    eval 'cgroup_of "$WRITER" | grep -q "^/ioshield.slice/ioshield-[0-9]*-r.*\.scope$"'
 LIMIT=$(prop "${SCOPE:-none}" IOWriteBandwidthMax)
 log "$SCOPE IOWriteBandwidthMax=$LIMIT io.max: $(cat "/sys/fs/cgroup/ioshield.slice/$SCOPE/io.max" 2>/dev/null)"
 check scope-write-limit "IOWriteBandwidthMax of ${SCOPE:-no scope} is '$LIMIT'" \
