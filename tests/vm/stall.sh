@@ -140,9 +140,15 @@ if [ -n "$daemon" ]; then
     kill -TERM "$daemon"
     wait "$daemon"
     echo "stall: daemon exit $?"
-    # What the daemon left behind: it should have restored everything.
+    # What the daemon left behind: it must have removed every cgroup it made.
     find "$CG" -name cgroup.procs | sed "s|$CG||; s|/cgroup.procs||" > "$RESULTS/cgroups-after.txt"
     cat "$RESULTS/daemon.log"
+    left=$(grep '^/ioshield' "$RESULTS/cgroups-after.txt" | tr '\n' ' ')
+    if [ -n "$left" ]; then
+        # Last, so that the host can quote it as the reason.
+        echo "stall: the stopped daemon left its cgroups behind: $left"
+        exit 4
+    fi
 fi
 
 for c in "$CG" "$CG"/*/; do

@@ -198,8 +198,10 @@ fn last_line(path: &Path) -> String {
         .to_string()
 }
 
-/// The smoke run passes when `top` printed its samples and counted the offender's dirtied bytes
-/// on the data disk in every one of them.
+/// The smoke run passes when `top` printed its samples, counted the offender's dirtied bytes on
+/// the data disk, and its mean rate over the samples agrees with the kernel's own accounting
+/// (/proc/PID/io). Not every sample must count it: the offender can sit a whole sample in the
+/// very flush stall the bed reproduces, which the agreement of the mean already accounts for.
 fn smoke(results: &Path, status: i32) -> Result<String> {
     let data_dev = fs::read_to_string(results.join("data-dev"))?
         .trim()
