@@ -1,5 +1,5 @@
 //! What a restriction does, chosen per disk from the configuration and what the host allows.
-use super::{cgroup::Cgroupfs, systemd};
+use super::cgroup::Cgroupfs;
 use crate::{
     config::{ActionKind, DevicePolicy},
     display::show_rate,
@@ -12,7 +12,7 @@ pub enum Method {
     Ioprio,
     /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
     Cgroup(CgroupLimits),
-    /// The same through systemd: a transient scope under ioshield.slice.
+    /// The same through systemd: on the offender's own unit, or a scope split off it.
     SystemdScope(ScopeLimits),
     /// Decide and log, change nothing.
     DryRun,
@@ -33,6 +33,21 @@ pub struct ScopeLimits {
     pub device: String,
     pub wbps: u64,
     pub memory_high: Option<u64>,
+}
+
+impl ScopeLimits {
+    /// The unit properties, as `systemctl show` would print them.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "IOWriteBandwidthMax={} {}",
+            self.device,
+            show_rate(self.wbps as f64).replace(' ', "")
+        );
+        if let Some(m) = self.memory_high {
+            s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
+        }
+        s
+    }
 }
 
 /// How the cgroup action can be carried out on this host, if at all.
@@ -66,18 +81,7 @@ impl Method {
         match self {
             Method::Ioprio => "ioprio idle".into(),
             Method::DryRun => "dry-run, nothing changed".into(),
-            Method::SystemdScope(l) => {
-                let mut s = format!(
-                    "scope in {} with IOWriteBandwidthMax={} {}",
-                    systemd::SLICE,
-                    l.device,
-                    show_rate(l.wbps as f64).replace(' ', "")
-                );
-                if let Some(m) = l.memory_high {
-                    s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
-                }
-                s
-            }
+            Method::SystemdScope(l) => format!("{} through systemd", l.describe()),
             Method::Cgroup(l) => {
                 let mut s = match l.weight {
                     Some(w) => format!("io.weight={w} (iocost)"),

@@ -4,8 +4,10 @@ pub mod cgroup;
 pub mod identity;
 pub mod ioprio;
 pub mod method;
+pub mod placement;
 pub mod systemd;
 mod undo;
+mod units;
 
 use std::{
     collections::{HashMap, HashSet},
@@ -26,6 +28,12 @@ use systemd::Systemd;
 /// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
 /// undone only when the daemon stops.
 const SHARED: u64 = 0;
+
+/// A restriction made: its id, and what was done, for the decision's log line.
+pub struct Restricted {
+    pub id: u64,
+    pub how: String,
+}
 
 /// What undoing a restriction found.
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -52,7 +60,8 @@ struct Active {
     /// The restricted root's cgroup before we moved it: where newcomers go back on release.
     home: Option<PathBuf>,
     cgroup: Option<PathBuf>,
-    /// The transient scope holding the subtree, on systemd hosts.
+    /// The unit whose limits hold the subtree on systemd hosts: its own unit (in place) or a
+    /// transient scope of ioshield's.
     unit: Option<String>,
     /// The root's own ioprio before restriction: what threads that inherited idle return to.
     root_previous: Option<u16>,
@@ -93,7 +102,7 @@ impl Actuator {
     }
 
     /// Restricts the subtree `members` (root first). Returns the restriction's id.
-    pub fn restrict(&mut self, root: u32, members: &[u32], method: &Method) -> Result<u64> {
+    pub fn restrict(&mut self, root: u32, members: &[u32], method: &Method) -> Result<Restricted> {
         let id = self.next_id;
         self.next_id += 1;
         let mut active = Active {
@@ -103,14 +112,10 @@ impl Actuator {
             unit: None,
             root_previous: None,
         };
+        let mut how = method.describe();
         match method {
             Method::DryRun => {}
-            Method::Ioprio => {
-                active.root_previous = ioprio::get(root).ok();
-                for &pid in members {
-                    self.demote_process(id, pid)?;
-                }
-            }
+            Method::Ioprio => self.demote_all(id, root, members, &mut active)?,
             Method::Cgroup(limits) => {
                 let fs = self
                     .cgroupfs
@@ -123,12 +128,35 @@ impl Actuator {
                 }
                 active.cgroup = Some(cg);
             }
-            Method::SystemdScope(limits) => {
-                active.unit = Some(self.start_scope(id, root, members, limits)?);
-            }
+            Method::SystemdScope(limits) => match self.restrict_unit(id, root, members, limits)? {
+                units::Done::Unit(unit, what) => {
+                    active.unit = Some(unit);
+                    how = what;
+                }
+                units::Done::Refused(why) => {
+                    // What remains when the subtree is not ours to move or limit.
+                    active.method = Method::Ioprio;
+                    self.demote_all(id, root, members, &mut active)?;
+                    how = format!("{} instead: {why}", Method::Ioprio.describe());
+                }
+            },
         }
         self.active.insert(id, active);
-        Ok(id)
+        Ok(Restricted { id, how })
+    }
+
+    fn demote_all(
+        &mut self,
+        id: u64,
+        root: u32,
+        members: &[u32],
+        active: &mut Active,
+    ) -> Result<()> {
+        active.root_previous = ioprio::get(root).ok();
+        for &pid in members {
+            self.demote_process(id, pid)?;
+        }
+        Ok(())
     }
 
     /// Keeps a restriction complete as its subtree changes: threads and children born since
@@ -271,43 +299,6 @@ impl Actuator {
             tracing::debug!("pid {pid} exited while being restricted");
         }
         Ok(())
-    }
-
-    fn start_scope(
-        &mut self,
-        id: u64,
-        root: u32,
-        members: &[u32],
-        limits: &ScopeLimits,
-    ) -> Result<String> {
-        let systemd = self
-            .systemd
-            .as_ref()
-            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
-        let unit = format!("ioshield-{}-r{id}-{root}.scope", self.instance);
-        let recorded: Vec<Identity> = members
-            .iter()
-            .filter_map(|&pid| identity::of_process(pid))
-            .collect();
-        let pids: Vec<u32> = recorded.iter().map(|p| p.id).collect();
-        let change = Change::SystemdScope {
-            restriction: id,
-            unit: unit.clone(),
-            device: limits.device.clone(),
-            members: recorded,
-        };
-        self.journal.record(change.clone())?;
-        if let Err(e) = systemd.start_scope(
-            &unit,
-            &pids,
-            &limits.device,
-            limits.wbps,
-            limits.memory_high,
-        ) {
-            self.journal.forget(|c| *c == change)?;
-            return Err(e);
-        }
-        Ok(unit)
     }
 
     /// Sets a held restriction's limits to `method`'s, e.g. once the disk's speed is measured.

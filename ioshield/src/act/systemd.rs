@@ -1,18 +1,17 @@
-//! The cgroup action on a host run by systemd: systemd owns the cgroup tree, so the offender's
-//! subtree moves into a transient scope under `ioshield.slice` through systemd's D-Bus API, with
-//! `IOWriteBandwidthMax=` (and optionally `MemoryHigh=`); release lifts the limits with
-//! `SetUnitProperties`. The processes then stay in the (unlimited) scope until they exit: systemd
-//! refuses to move processes into a unit without `Delegate=yes`, which login-session and service
-//! units do not have ("Process migration not available on non-delegated units").
+//! systemd's D-Bus API, for the cgroup action on a host it runs: it owns the cgroup tree, so
+//! limits are set as unit properties (`SetUnitProperties`, runtime only) and processes move
+//! only into transient scopes it creates (`StartTransientUnit` with `PIDs`). systemd refuses to
+//! move processes back into units without `Delegate=yes`, so a split-off scope keeps its
+//! processes, limits lifted, until they exit; it is bound to the unit it was split from.
 use anyhow::{Context as _, Result};
 use zbus::{
     blocking::Connection,
     zvariant::{OwnedObjectPath, Value},
 };
 
+use super::method::ScopeLimits;
 use crate::system::{cgroups, host};
 
-pub const SLICE: &str = "ioshield.slice";
 /// What systemd reads as "no limit" for bandwidth and memory properties.
 const INFINITY: u64 = u64::MAX;
 
@@ -38,7 +37,31 @@ trait Manager {
         runtime: bool,
         properties: &[(&str, Value<'_>)],
     ) -> zbus::Result<()>;
+
+    fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
 }
+
+/// A unit's write limits as they were before ioshield changed them, to be put back exactly.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UnitLimits {
+    /// Every `IOWriteBandwidthMax=` entry (device, bytes per second).
+    pub write_bandwidth_max: Vec<(String, u64)>,
+    /// `MemoryHigh=` (`u64::MAX` is "infinity").
+    pub memory_high: u64,
+}
+
+/// Settings of a unit that confine what its processes may do through cgroup-attached BPF
+/// programs or device rules: a process moved out of the unit would lose them, so a new scope
+/// gets copies (never widen what a process may do).
+const CONFINEMENT: [&str; 7] = [
+    "IPAddressDeny",
+    "IPAddressAllow",
+    "DevicePolicy",
+    "DeviceAllow",
+    "SocketBindDeny",
+    "SocketBindAllow",
+    "RestrictNetworkInterfaces",
+];
 
 pub struct Systemd {
     conn: Connection,
@@ -69,34 +92,103 @@ impl Systemd {
         ManagerProxyBlocking::new(&self.conn).context("systemd manager proxy")
     }
 
-    /// Moves `pids` into a new scope `unit` under ioshield.slice, limited as given.
+    /// Moves `pids` into a new scope `unit` in `slice`, limited as given. The scope stops when
+    /// `bound_to` stops (a session ending, a service stopped) and carries its confinement.
     pub fn start_scope(
         &self,
         unit: &str,
+        slice: &str,
+        bound_to: &str,
         pids: &[u32],
-        device: &str,
-        write_bps: u64,
-        memory_high: Option<u64>,
+        limits: &ScopeLimits,
     ) -> Result<()> {
         let mut props: Vec<(&str, Value<'_>)> = vec![
             ("Description", Value::from("I/O-restricted by ioshield")),
-            ("Slice", Value::from(SLICE)),
+            ("Slice", Value::from(slice.to_string())),
             ("PIDs", Value::new(pids.to_vec())),
             ("IOAccounting", Value::from(true)),
             (
                 "IOWriteBandwidthMax",
-                Value::new(vec![(device.to_string(), write_bps)]),
+                Value::new(vec![(limits.device.clone(), limits.wbps)]),
             ),
             // Gone from systemd's memory as soon as its last process exits.
             ("CollectMode", Value::from("inactive-or-failed")),
+            ("BindsTo", Value::new(vec![bound_to.to_string()])),
+            ("After", Value::new(vec![bound_to.to_string()])),
         ];
-        if let Some(m) = memory_high {
+        if let Some(m) = limits.memory_high {
             props.push(("MemoryHigh", Value::from(m)));
         }
+        props.extend(self.confinement(bound_to)?);
         self.manager()?
             .start_transient_unit(unit, "fail", &props, &[])
             .with_context(|| format!("starting scope {unit}"))?;
         Ok(())
+    }
+
+    fn unit_property(&self, unit: &str, name: &str) -> Result<zbus::zvariant::OwnedValue> {
+        let path = self
+            .manager()?
+            .get_unit(unit)
+            .with_context(|| format!("looking up {unit}"))?;
+        let kind = unit.rsplit('.').next().unwrap_or("service");
+        let mut chars = kind.chars();
+        let kind: String = chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default();
+        let interface =
+            zbus::names::InterfaceName::try_from(format!("org.freedesktop.systemd1.{kind}"))?;
+        let props = zbus::blocking::fdo::PropertiesProxy::builder(&self.conn)
+            .destination("org.freedesktop.systemd1")?
+            .path(path)?
+            .build()?;
+        props
+            .get(interface, name)
+            .with_context(|| format!("reading {name} of {unit}"))
+    }
+
+    /// The unit's confinement settings that differ from the defaults.
+    fn confinement(&self, unit: &str) -> Result<Vec<(&'static str, Value<'static>)>> {
+        let mut out = Vec::new();
+        for name in CONFINEMENT {
+            let value = self.unit_property(unit, name)?;
+            if !is_default(&value) {
+                out.push((name, Value::from(value)));
+            }
+        }
+        Ok(out)
+    }
+
+    pub fn unit_limits(&self, unit: &str) -> Result<UnitLimits> {
+        let write_bandwidth_max =
+            Vec::<(String, u64)>::try_from(self.unit_property(unit, "IOWriteBandwidthMax")?)
+                .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
+        let memory_high = u64::try_from(self.unit_property(unit, "MemoryHigh")?)
+            .with_context(|| format!("MemoryHigh of {unit}"))?;
+        Ok(UnitLimits {
+            write_bandwidth_max,
+            memory_high,
+        })
+    }
+
+    /// Puts back `previous` exactly: an empty list first resets every write limit of the
+    /// unit (ours included), then each entry it had is set again.
+    pub fn restore_unit_limits(&self, unit: &str, previous: &UnitLimits) -> Result<()> {
+        let mut props: Vec<(&str, Value<'_>)> = vec![(
+            "IOWriteBandwidthMax",
+            Value::new(Vec::<(String, u64)>::new()),
+        )];
+        if !previous.write_bandwidth_max.is_empty() {
+            props.push((
+                "IOWriteBandwidthMax",
+                Value::new(previous.write_bandwidth_max.clone()),
+            ));
+        }
+        props.push(("MemoryHigh", Value::from(previous.memory_high)));
+        self.manager()?
+            .set_unit_properties(unit, true, &props)
+            .with_context(|| format!("restoring the limits of {unit}"))
     }
 
     /// Sets the scope's write limit on `device` and its MemoryHigh (none: unlimited).
@@ -123,5 +215,34 @@ impl Systemd {
     pub fn lift(&self, unit: &str, device: &str) -> Result<()> {
         self.set_limits(unit, device, INFINITY, None)
             .with_context(|| format!("lifting the limits of {unit}"))
+    }
+}
+
+/// Empty lists, `auto` and structures ending in an empty list are systemd's defaults for the
+/// confinement settings: nothing to copy.
+fn is_default(value: &Value<'_>) -> bool {
+    match value {
+        Value::Array(a) => a.is_empty(),
+        Value::Str(s) => s.as_str() == "auto" || s.is_empty(),
+        Value::Structure(s) => s.fields().last().is_none_or(is_default),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_settings_that_confine_are_copied() {
+        assert!(is_default(&Value::new(Vec::<(String, String)>::new())));
+        assert!(is_default(&Value::from("auto")));
+        assert!(!is_default(&Value::from("closed")));
+        assert!(!is_default(&Value::new(vec![(
+            "/dev/null".to_string(),
+            "rw".to_string()
+        )])));
+        assert!(is_default(&Value::new((false, Vec::<String>::new()))));
+        assert!(!is_default(&Value::new((true, vec!["lo".to_string()]))));
     }
 }

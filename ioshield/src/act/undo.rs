@@ -51,14 +51,23 @@ impl Actuator {
     pub(super) fn undo(&self, changes: &[Change]) -> UndoReport {
         let mut r = UndoReport::default();
         for c in changes {
-            if let Change::SystemdScope {
-                unit,
-                device,
-                members,
-                ..
-            } = c
-            {
-                self.undo_scope(unit, device, members, &mut r);
+            match c {
+                Change::SystemdScope {
+                    unit,
+                    device,
+                    members,
+                    ..
+                } => self.undo_scope(unit, device, members, &mut r),
+                Change::UnitLimits { unit, previous, .. } => match &self.systemd {
+                    Some(systemd) => match systemd.restore_unit_limits(unit, previous) {
+                        Ok(()) => r.restored += 1,
+                        Err(e) => r.errors.push(format!("{e:#}")),
+                    },
+                    None => r.errors.push(format!(
+                        "cannot reach systemd to restore the limits of {unit}"
+                    )),
+                },
+                _ => {}
             }
         }
         let fs = self.cgroupfs.as_ref();

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use super::{decisions::DecisionLog, metrics::Metrics, ratelimit::RateLimit};
 use crate::{
-    act::{Actuator, Method},
+    act::{Actuator, Method, Restricted},
     config::DevicePolicy,
     detect::{
         bandwidth::Estimate,
@@ -105,11 +105,10 @@ impl DiskRuntime {
         fx.metrics
             .action("restrict", method.label(), result.is_ok());
         match result {
-            Ok(id) => {
+            Ok(Restricted { id, how }) => {
                 let message = format!(
-                    "{verb} pid {} ({comm}) {why}: {} ({} processes)",
+                    "{verb} pid {} ({comm}) {why}: {how} ({} processes)",
                     offender.pid,
-                    method.describe(),
                     members.len()
                 );
                 fx.log.decided(offender.pid, "restrict", message);
@@ -119,7 +118,7 @@ impl DiskRuntime {
                     pid: offender.pid,
                     comm,
                     since: Instant::now(),
-                    action: method.describe(),
+                    action: how,
                 });
             }
             Err(e) => {

@@ -12,7 +12,7 @@ use tokio::{io::AsyncWriteExt as _, net::UnixListener, sync::watch};
 
 use super::disk::DiskRuntime;
 use crate::{
-    act::{CgroupAction, Method, systemd},
+    act::{CgroupAction, Method},
     config::Config,
     system::devices::Disk,
 };
@@ -98,7 +98,9 @@ pub fn snapshot<'a>(
 pub fn describe_cgroup_action(how: &Result<CgroupAction, String>) -> String {
     match how {
         Ok(CgroupAction::Cgroupfs(fs)) => format!("available at {}", fs.root.display()),
-        Ok(CgroupAction::Systemd) => format!("through systemd, in {}", systemd::SLICE),
+        Ok(CgroupAction::Systemd) => {
+            "through systemd, on the offender's unit or a scope split off it".to_string()
+        }
         Err(why) => format!("unavailable: {why}"),
     }
 }

@@ -39,6 +39,12 @@ pub enum Change {
         device: String,
         members: Vec<Identity>,
     },
+    /// A unit's write limits were changed in place (through systemd); put back `previous`.
+    UnitLimits {
+        restriction: u64,
+        unit: String,
+        previous: crate::act::systemd::UnitLimits,
+    },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {
         restriction: u64,
@@ -54,6 +60,7 @@ impl Change {
             Change::Ioprio { restriction, .. }
             | Change::CgroupCreated { restriction, .. }
             | Change::SystemdScope { restriction, .. }
+            | Change::UnitLimits { restriction, .. }
             | Change::CgroupMove { restriction, .. } => Some(*restriction),
             Change::ControllerEnabled { .. } => None,
         }

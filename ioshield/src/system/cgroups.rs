@@ -30,6 +30,19 @@ pub fn procs(dir: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Processes in the cgroup at `dir` and every cgroup below it.
+pub fn procs_below(dir: &Path) -> Vec<u32> {
+    let mut out = procs(dir);
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                out.extend(procs_below(&e.path()));
+            }
+        }
+    }
+    out
+}
+
 /// True when iocost is on for `dev` in the hierarchy mounted at `root` (`io.cost.qos` says
 /// `enable=1`): then `io.weight` works for it; otherwise only `io.max` limits writeback.
 pub fn iocost_enabled(root: &Path, dev: DevId) -> bool {

@@ -82,6 +82,17 @@ fn read_uid(pid: u32) -> Option<u32> {
         .and_then(|v| v.parse().ok())
 }
 
+/// The parent, grandparent, ... of `pid` as /proc shows them now, up to init.
+pub fn ancestors(pid: u32) -> impl Iterator<Item = u32> {
+    let mut next = read(pid).map(|p| p.ppid);
+    std::iter::from_fn(move || {
+        let pid = next.filter(|&p| p > 0)?;
+        next = read(pid).map(|p| p.ppid).filter(|&pp| pp != pid);
+        Some(pid)
+    })
+    .take(256)
+}
+
 pub fn pids() -> Vec<u32> {
     std::fs::read_dir("/proc")
         .map(|d| {
