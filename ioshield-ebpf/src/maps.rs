@@ -2,15 +2,18 @@
 use aya_ebpf::{
     EbpfContext,
     macros::map,
-    maps::{PerCpuArray, PerCpuHashMap, RingBuf},
+    maps::{LruPerCpuHashMap, PerCpuArray, RingBuf},
 };
 use ioshield_common::{
     COUNTER_MAP_ENTRIES, CounterKey, Counters, LIFECYCLE_RINGBUF_BYTES, LifecycleEvent, stat,
 };
 
+/// LRU: when it is full, the (process, disk) keys untouched the longest make room. Otherwise
+/// 16k idle processes that each dirtied one page would fill it for good and hide every later
+/// writer; an evicted key that comes back starts from zero, which userspace reads as a reset.
 #[map]
-pub static COUNTERS: PerCpuHashMap<CounterKey, Counters> =
-    PerCpuHashMap::with_max_entries(COUNTER_MAP_ENTRIES, 0);
+pub static COUNTERS: LruPerCpuHashMap<CounterKey, Counters> =
+    LruPerCpuHashMap::with_max_entries(COUNTER_MAP_ENTRIES, 0);
 
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::with_max_entries(stat::COUNT, 0);

@@ -155,6 +155,47 @@ fn a_writer_that_leads_its_own_session_is_restricted() {
     );
 }
 
+/// A restriction is judged by what lives in it: when its root exits while the writers it
+/// started keep writing, it must hold on to them instead of being released at once.
+#[test]
+fn a_restriction_outlives_its_root_while_its_children_write() {
+    let dir = scratch();
+    let mut daemon = Daemon::start(dir.path(), CONFIG);
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/writer.py");
+    // Three paced writers under one shell (its subtree outscores each of them), which exits
+    // after 4 s while they write on for 12 s.
+    let mut shell = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for i in 1 2 3; do mkdir -p {d}/$i; python3 {w} --dir {d}/$i --rate 40 --seconds 12 & done; sleep 4",
+            d = dir.path().display(),
+            w = script.display()
+        ))
+        .spawn()
+        .unwrap();
+    let root = shell.id();
+    let line = daemon.wait_log("restrict pid", Duration::from_secs(4));
+    println!("{line:?}");
+    assert!(
+        line.as_deref()
+            .is_some_and(|l| l.contains(&format!("restrict pid {root} (sh)"))),
+        "the shell's subtree is the offender: {line:?}"
+    );
+    shell.wait().unwrap();
+    let exited = std::time::Instant::now();
+    // The writers go on for about 8 s after the shell: no release in that time.
+    let early = daemon.wait_log("release pid", Duration::from_secs(5));
+    println!("after the root exited: {early:?}");
+    assert!(
+        early.is_none(),
+        "released {:?} after its root exited while its children still wrote: {early:?}",
+        exited.elapsed()
+    );
+    // Once they are done (and gone), it is released.
+    let late = daemon.wait_log("release pid", Duration::from_secs(30));
+    assert!(late.is_some(), "never released after the writers finished");
+}
+
 #[test]
 fn a_writer_that_calms_down_is_restored_after_the_hold() {
     let dir = scratch();

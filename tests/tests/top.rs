@@ -131,6 +131,51 @@ fn the_table_shows_the_writer_first() {
     assert!(first.contains(&disk_label(dir.path())), "{first}");
 }
 
+/// More (process, disk) keys than the counter map holds, from processes that dirtied a page and
+/// stay alive: a writer that starts after them must still be counted in full.
+#[test]
+fn a_full_counter_map_does_not_hide_a_new_writer() {
+    let dir = scratch();
+    let top = Running::start(
+        &["top", "--json", "--interval", "6s"],
+        &[("IOSHIELD_TEST_COUNTER_ENTRIES", "64")],
+    );
+    let idle = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "for i in $(seq 100); do (echo x > {d}/idle$i; exec sleep 15) & done",
+            d = dir.path().display()
+        ))
+        .status()
+        .unwrap();
+    assert!(idle.success());
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut writer = dd(&dir.path().join("f"), 64);
+    let dd_pid = writer.id();
+    assert!(writer.wait().unwrap().success());
+    let (ok, stdout, _) = top.finish();
+    assert!(ok);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let counted: f64 = report["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["pid"].as_u64() == Some(u64::from(dd_pid)))
+        .map(|p| f64_of(p, "dirty_bytes_per_sec"))
+        .sum::<f64>()
+        * f64_of(&report, "interval_secs");
+    let rows = report["processes"].as_array().unwrap().len();
+    println!(
+        "map of 64 keys, {rows} rows: dd counted {counted:.0} of {} bytes",
+        64 * MIB
+    );
+    assert!(
+        counted >= 0.95 * (64 * MIB) as f64,
+        "dd counted {counted:.0} of {} bytes with a full counter map",
+        64 * MIB
+    );
+}
+
 #[test]
 fn without_btf_it_falls_back_to_page_events_and_says_so_once() {
     let dir = scratch();

@@ -17,7 +17,15 @@ pub fn of_thread(tid: u32) -> Option<Identity> {
 
 /// True if the id still names the same process or thread.
 pub fn is_current(who: &Identity) -> bool {
-    of_process(who.id).is_some_and(|now| now.start_time == who.start_time)
+    check(who).unwrap_or(false)
+}
+
+/// Whether the id still names the same process or thread; an error when /proc could not be
+/// read for another reason than the process being gone (then nothing may be concluded).
+pub fn check(who: &Identity) -> Result<bool, String> {
+    procfs::start_time_checked(who.id)
+        .map(|t| t == Some(who.start_time))
+        .map_err(|e| format!("cannot tell whether {} still runs: {e}", who.id))
 }
 
 /// A pidfd pins a process: after acting on a bare pid, asking the pidfd whether the process is

@@ -44,6 +44,8 @@ pub struct UndoReport {
     /// Gone (exited) before we could restore them: nothing to do.
     pub vanished: usize,
     pub errors: Vec<String>,
+    /// Changes whose undo failed: kept in the journal and tried again later.
+    pub failed: Vec<Change>,
 }
 
 impl UndoReport {
@@ -52,7 +54,27 @@ impl UndoReport {
         self.kept.extend(other.kept);
         self.vanished += other.vanished;
         self.errors.extend(other.errors);
+        self.failed.extend(other.failed);
     }
+
+    fn fail(&mut self, change: &Change, error: String) {
+        self.errors.push(error);
+        if !self.failed.contains(change) {
+            self.failed.push(change.clone());
+        }
+    }
+}
+
+/// An undo that failed, waiting for its next try.
+struct Pending {
+    change: Change,
+    next_try: std::time::Instant,
+    tries: u32,
+}
+
+/// Back-off between tries of a failed undo: 1 s, 2 s, 4 s, ... up to 5 minutes.
+fn backoff(tries: u32) -> std::time::Duration {
+    std::time::Duration::from_secs(1u64 << tries.min(8)).min(std::time::Duration::from_secs(300))
 }
 
 struct Active {
@@ -63,6 +85,8 @@ struct Active {
     /// The unit whose limits hold the subtree on systemd hosts: its own unit (in place) or a
     /// transient scope of ioshield's.
     unit: Option<String>,
+    /// That unit's cgroup (relative to the hierarchy's root).
+    unit_cgroup: Option<PathBuf>,
     /// The root's own ioprio before restriction: what threads that inherited idle return to.
     root_previous: Option<u16>,
 }
@@ -72,6 +96,8 @@ pub struct Actuator {
     cgroupfs: Option<Cgroupfs>,
     systemd: Option<Systemd>,
     active: HashMap<u64, Active>,
+    /// Undos that failed; never forgotten, retried with back-off (`retry_pending`).
+    pending: Vec<Pending>,
     next_id: u64,
     /// Makes scope names unique across restarts: systemd keeps a released scope until its
     /// processes exit, and a restarted daemon counts restrictions from 1 again.
@@ -85,6 +111,7 @@ impl Actuator {
             cgroupfs,
             systemd,
             active: HashMap::new(),
+            pending: Vec::new(),
             next_id: 1,
             instance: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -94,11 +121,79 @@ impl Actuator {
 
     /// Undoes what a previous instance left in the journal (it crashed or was killed).
     pub fn recover(&mut self, leftovers: Vec<Change>) -> UndoReport {
-        let report = self.undo(&leftovers);
-        if let Err(e) = self.journal.forget(|c| leftovers.contains(c)) {
-            tracing::error!("cannot update the state file after recovery: {e:#}");
+        // ioshield never demotes kernel threads; an entry naming one is not ours.
+        let (kernel, leftovers): (Vec<Change>, Vec<Change>) =
+            leftovers.into_iter().partition(|c| match c {
+                Change::Ioprio { thread, .. } => {
+                    procfs::read(thread.id).is_some_and(|p| p.kernel_thread)
+                }
+                _ => false,
+            });
+        for c in &kernel {
+            tracing::warn!("state file: ignoring an entry that names a kernel thread: {c:?}");
         }
+        if let Err(e) = self.journal.forget(|c| kernel.contains(c)) {
+            tracing::warn!("updating the state file: {e:#}");
+        }
+        let mut report = self.undo(&leftovers);
+        self.settle(&leftovers, &mut report);
         report
+    }
+
+    /// After undoing `changes`: forgets those that were undone, keeps those that failed in the
+    /// journal and queues them to be tried again.
+    fn settle(&mut self, changes: &[Change], report: &mut UndoReport) {
+        let failed = report.failed.clone();
+        if let Err(e) = self
+            .journal
+            .forget(|c| changes.contains(c) && !failed.contains(c))
+        {
+            report
+                .errors
+                .push(format!("updating the state file: {e:#}"));
+        }
+        for change in failed {
+            if !self.pending.iter().any(|p| p.change == change) {
+                self.pending.push(Pending {
+                    change,
+                    next_try: std::time::Instant::now() + backoff(0),
+                    tries: 1,
+                });
+            }
+        }
+    }
+
+    /// Tries failed undos again whose back-off has passed. Returns what this attempt did.
+    pub fn retry_pending(&mut self) -> UndoReport {
+        let now = std::time::Instant::now();
+        let due: Vec<Change> = self
+            .pending
+            .iter()
+            .filter(|p| p.next_try <= now)
+            .map(|p| p.change.clone())
+            .collect();
+        let mut total = UndoReport::default();
+        for change in due {
+            let mut report = self.undo(std::slice::from_ref(&change));
+            if report.failed.is_empty() {
+                self.pending.retain(|p| p.change != change);
+                if let Err(e) = self.journal.forget(|c| *c == change) {
+                    report
+                        .errors
+                        .push(format!("updating the state file: {e:#}"));
+                }
+            } else if let Some(p) = self.pending.iter_mut().find(|p| p.change == change) {
+                p.next_try = now + backoff(p.tries);
+                p.tries += 1;
+            }
+            total.merge(report);
+        }
+        total
+    }
+
+    /// Undos that failed and wait for another try.
+    pub fn pending_undos(&self) -> usize {
+        self.pending.len()
     }
 
     /// Restricts the subtree `members` (root first). Returns the restriction's id.
@@ -110,6 +205,7 @@ impl Actuator {
             home: None,
             cgroup: None,
             unit: None,
+            unit_cgroup: None,
             root_previous: None,
         };
         let mut how = method.describe();
@@ -129,8 +225,9 @@ impl Actuator {
                 active.cgroup = Some(cg);
             }
             Method::SystemdScope(limits) => match self.restrict_unit(id, root, members, limits)? {
-                units::Done::Unit(unit, what) => {
+                units::Done::Unit(unit, cgroup, what) => {
                     active.unit = Some(unit);
+                    active.unit_cgroup = Some(cgroup);
                     how = what;
                 }
                 units::Done::Refused(why) => {
@@ -159,6 +256,39 @@ impl Actuator {
         Ok(())
     }
 
+    /// The processes (for ioprio: threads) that still live inside a restriction, whoever started
+    /// them: a restriction is judged by what lives in it, not by whether its first process is
+    /// still there. `None` when it cannot tell (a dry run changes nothing to look at).
+    pub fn live_members(&self, id: u64) -> Option<Vec<u32>> {
+        let active = self.active.get(&id)?;
+        if let (Some(fs), Some(cg)) = (&self.cgroupfs, &active.cgroup) {
+            return Some(cgroups::procs_below(&fs.abs(cg)));
+        }
+        if let Some(cg) = &active.unit_cgroup {
+            let mount = cgroups::v2_mount()?;
+            return Some(cgroups::procs_below(
+                &mount.join(cg.strip_prefix("/").unwrap_or(cg)),
+            ));
+        }
+        match active.method {
+            Method::Ioprio => Some(
+                self.journal
+                    .changes()
+                    .iter()
+                    .filter_map(|c| match c {
+                        Change::Ioprio {
+                            restriction,
+                            thread,
+                            ..
+                        } if *restriction == id && identity::is_current(thread) => Some(thread.id),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => None,
+        }
+    }
+
     /// Keeps a restriction complete as its subtree changes: threads and children born since
     /// inherited the idle class, so record them to be restored too.
     pub fn sweep(&mut self, id: u64, members: &[u32]) -> Result<()> {
@@ -182,6 +312,7 @@ impl Actuator {
                 _ => None,
             })
             .collect();
+        let mut born = Vec::new();
         for &pid in members {
             for tid in procfs::threads(pid) {
                 let Some(thread) = identity::of_thread(tid) else {
@@ -190,15 +321,15 @@ impl Actuator {
                 if known.contains(&thread) || ioprio::get(tid).ok() != Some(ioprio::IDLE) {
                     continue;
                 }
-                self.journal.record(Change::Ioprio {
+                born.push(Change::Ioprio {
                     restriction: id,
                     thread,
                     previous,
                     applied: ioprio::IDLE,
-                })?;
+                });
             }
         }
-        Ok(())
+        self.journal.record_all(born)
     }
 
     pub fn release(&mut self, id: u64) -> UndoReport {
@@ -239,11 +370,7 @@ impl Actuator {
             .cloned()
             .collect();
         report.merge(self.undo(&changes));
-        if let Err(e) = self.journal.forget(|c| changes.contains(c)) {
-            report
-                .errors
-                .push(format!("updating the state file: {e:#}"));
-        }
+        self.settle(&changes, &mut report);
         report
     }
 
@@ -254,18 +381,18 @@ impl Actuator {
         for id in ids {
             report.merge(self.release(id));
         }
+        // The shared set-up, and undos that failed before: one more try each. What still fails
+        // stays in the state file for the next start.
         let rest: Vec<Change> = self.journal.changes().to_vec();
-        report.merge(self.undo(&rest));
-        if let Err(e) = self.journal.forget(|c| rest.contains(c)) {
-            report
-                .errors
-                .push(format!("updating the state file: {e:#}"));
-        }
+        let mut last = self.undo(&rest);
+        self.settle(&rest, &mut last);
+        report.merge(last);
         report
     }
 
     fn demote_process(&mut self, id: u64, pid: u32) -> Result<()> {
         let pidfd = PidFd::open(pid);
+        let mut planned = Vec::new();
         for tid in procfs::threads(pid) {
             let (Some(thread), Ok(previous)) = (identity::of_thread(tid), ioprio::get(tid)) else {
                 continue;
@@ -281,17 +408,26 @@ impl Actuator {
                 }
                 continue;
             }
-            let change = Change::Ioprio {
+            planned.push(Change::Ioprio {
                 restriction: id,
                 thread,
                 previous,
                 applied: ioprio::IDLE,
-            };
-            self.journal.record(change.clone())?;
-            if let Err(e) = ioprio::set(tid, ioprio::IDLE) {
-                tracing::debug!("ioprio_set({tid}): {e}");
-                self.journal.forget(|c| *c == change)?;
+            });
+        }
+        // One write of the state file for all threads, before any of them changes.
+        self.journal.record_all(planned.iter().cloned())?;
+        let mut not_done = Vec::new();
+        for change in planned {
+            if let Change::Ioprio { thread, .. } = &change
+                && let Err(e) = ioprio::set(thread.id, ioprio::IDLE)
+            {
+                tracing::debug!("ioprio_set({}): {e}", thread.id);
+                not_done.push(change);
             }
+        }
+        if !not_done.is_empty() {
+            self.journal.forget(|c| not_done.contains(c))?;
         }
         if pidfd.is_some_and(|fd| !fd.alive()) {
             // It exited while we worked; a recycled thread id could have been hit. The journal

@@ -14,21 +14,27 @@ use crate::{
 impl Actuator {
     pub(super) fn undo_scope(
         &self,
+        change: &Change,
         unit: &str,
         device: &str,
         members: &[Identity],
         r: &mut UndoReport,
     ) {
         let Some(systemd) = &self.systemd else {
-            r.errors
-                .push(format!("cannot reach systemd to lift the limits of {unit}"));
+            r.fail(
+                change,
+                format!("cannot reach systemd to lift the limits of {unit}"),
+            );
             return;
         };
-        let alive: Vec<u32> = members
-            .iter()
-            .filter(|p| identity::is_current(p))
-            .map(|p| p.id)
-            .collect();
+        let mut alive = Vec::new();
+        for p in members {
+            match identity::check(p) {
+                Ok(true) => alive.push(p.id),
+                Ok(false) => {}
+                Err(e) => return r.fail(change, e),
+            }
+        }
         r.vanished += members.len() - alive.len();
         if alive.is_empty() {
             // systemd removed the scope with its last process: nothing left to lift.
@@ -42,7 +48,7 @@ impl Actuator {
                      does not move processes back into non-delegated units)"
                 );
             }
-            Err(e) => r.errors.push(format!("{e:#}")),
+            Err(e) => r.fail(change, format!("{e:#}")),
         }
     }
 
@@ -57,15 +63,16 @@ impl Actuator {
                     device,
                     members,
                     ..
-                } => self.undo_scope(unit, device, members, &mut r),
+                } => self.undo_scope(c, unit, device, members, &mut r),
                 Change::UnitLimits { unit, previous, .. } => match &self.systemd {
                     Some(systemd) => match systemd.restore_unit_limits(unit, previous) {
                         Ok(()) => r.restored += 1,
-                        Err(e) => r.errors.push(format!("{e:#}")),
+                        Err(e) => r.fail(c, format!("{e:#}")),
                     },
-                    None => r.errors.push(format!(
-                        "cannot reach systemd to restore the limits of {unit}"
-                    )),
+                    None => r.fail(
+                        c,
+                        format!("cannot reach systemd to restore the limits of {unit}"),
+                    ),
                 },
                 _ => {}
             }
@@ -82,7 +89,14 @@ impl Actuator {
             {
                 homes.entry(*restriction).or_insert_with(|| from.clone());
                 let Some(fs) = fs else { continue };
-                if !identity::is_current(process) {
+                let current = match identity::check(process) {
+                    Ok(current) => current,
+                    Err(e) => {
+                        r.fail(c, e);
+                        continue;
+                    }
+                };
+                if !current {
                     r.vanished += 1;
                 } else if cgroups::of_process(process.id).as_deref() != Some(to.as_path()) {
                     r.kept.push(format!(
@@ -93,21 +107,21 @@ impl Actuator {
                 } else {
                     match fs.move_process(process.id, &fs.nearest_existing(from)) {
                         Ok(()) => r.restored += 1,
-                        Err(e) => r.errors.push(e.to_string()),
+                        Err(e) => r.fail(c, e.to_string()),
                     }
                 }
             }
         }
-        let mut created: Vec<(u64, &PathBuf)> = changes
+        let mut created: Vec<(&Change, u64, &PathBuf)> = changes
             .iter()
             .filter_map(|c| match c {
-                Change::CgroupCreated { restriction, path } => Some((*restriction, path)),
+                Change::CgroupCreated { restriction, path } => Some((c, *restriction, path)),
                 _ => None,
             })
             .collect();
         // Children before parents.
-        created.sort_by_key(|(_, p)| std::cmp::Reverse(p.components().count()));
-        for (restriction, path) in created {
+        created.sort_by_key(|(_, _, p)| std::cmp::Reverse(p.components().count()));
+        for (c, restriction, path) in created {
             let Some(fs) = fs else { continue };
             let home = fs.nearest_existing(homes.get(&restriction).map_or(Path::new("/"), |p| p));
             for pid in fs.procs(path) {
@@ -116,8 +130,7 @@ impl Actuator {
                 }
             }
             if let Err(e) = remove_cgroup(fs, path) {
-                r.errors
-                    .push(format!("removing cgroup {}: {e}", path.display()));
+                r.fail(c, format!("removing cgroup {}: {e}", path.display()));
             }
         }
         for c in changes {
@@ -128,16 +141,21 @@ impl Actuator {
                 ..
             } = c
             {
-                if !identity::is_current(thread) {
-                    r.vanished += 1;
-                    continue;
+                match identity::check(thread) {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        r.vanished += 1;
+                        continue;
+                    }
+                    Err(e) => {
+                        r.fail(c, e);
+                        continue;
+                    }
                 }
                 match ioprio::get(thread.id) {
                     Ok(now) if now == *applied => match ioprio::set(thread.id, *previous) {
                         Ok(()) => r.restored += 1,
-                        Err(e) => r
-                            .errors
-                            .push(format!("ioprio of thread {}: {e}", thread.id)),
+                        Err(e) => r.fail(c, format!("ioprio of thread {}: {e}", thread.id)),
                     },
                     Ok(now) => r.kept.push(format!(
                         "thread {}: ioprio set to {} by someone else, left as is",
@@ -240,12 +258,32 @@ mod tests {
         let root = dir.path().join("cgroup");
         // Someone else's cgroup below ours keeps it from being removed.
         std::fs::create_dir(root.join("ioshield/r1-42/foreign")).unwrap();
-        let report = actuator.recover(vec![Change::CgroupCreated {
+        // As a restarted daemon finds it: in the state file, and handed over as a leftover.
+        let change = Change::CgroupCreated {
             restriction: 1,
             path: "/ioshield/r1-42".into(),
-        }]);
+        };
+        actuator.journal.record(change.clone()).unwrap();
+        let report = actuator.recover(vec![change]);
         assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
         assert!(report.errors[0].contains("r1-42"));
         assert!(root.join("ioshield/r1-42").exists());
+        // Not forgotten: still in the state file, and tried again once the obstacle is gone.
+        assert_eq!(actuator.pending_undos(), 1);
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(
+            actuator.retry_pending(),
+            UndoReport::default(),
+            "not due yet"
+        );
+        std::fs::remove_dir(root.join("ioshield/r1-42/foreign")).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        let again = actuator.retry_pending();
+        assert!(again.errors.is_empty(), "{:?}", again.errors);
+        assert!(!root.join("ioshield/r1-42").exists());
+        assert_eq!(actuator.pending_undos(), 0);
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert!(left.is_empty(), "{left:?}");
     }
 }

@@ -2,7 +2,10 @@
 //! limits set on the unit itself when it holds nothing but the offender, or the offender's
 //! subtree moved into a scope of its own in the same slice, bound to the unit. Subtrees of user
 //! managers and other delegated managers are not ours to touch.
-use std::collections::HashSet;
+use std::{
+    collections::HashSet,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Result, anyhow};
 
@@ -16,8 +19,8 @@ use crate::{
 };
 
 pub enum Done {
-    /// The unit whose limits now hold the offender, and what was done.
-    Unit(String, String),
+    /// The unit whose limits now hold the offender, its cgroup, and what was done.
+    Unit(String, PathBuf, String),
     /// Not ours to change, and why.
     Refused(String),
 }
@@ -41,7 +44,7 @@ impl Actuator {
             Placement::InPlace { unit } => {
                 self.limit_in_place(id, &unit, limits)?;
                 let what = format!("{} on {unit} itself, nothing moved", limits.describe());
-                Ok(Done::Unit(unit, what))
+                Ok(Done::Unit(unit, cgroup, what))
             }
             Placement::Split { unit, slice } => {
                 let scope = self.start_scope(id, root, members, limits, &slice, &unit)?;
@@ -49,7 +52,9 @@ impl Actuator {
                     "{} on new scope {scope} in {slice}, bound to {unit}",
                     limits.describe()
                 );
-                Ok(Done::Unit(scope, what))
+                // In the same slice: next to the unit it was split from.
+                let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
+                Ok(Done::Unit(scope, at, what))
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
         }

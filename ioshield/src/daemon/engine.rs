@@ -50,6 +50,8 @@ pub struct Engine {
     log: DecisionLog,
     ticks: u64,
     started: Instant,
+    /// Failed undos waiting for another try, for `status`.
+    pending_undos: usize,
     pub metrics: Metrics,
 }
 
@@ -77,6 +79,7 @@ impl Engine {
             log: DecisionLog::default(),
             ticks: 0,
             started: Instant::now(),
+            pending_undos: 0,
             metrics: Metrics::new(),
         };
         e.resolve_sections(true);
@@ -190,6 +193,20 @@ impl Engine {
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
             self.step_disk(&disk, now, tree, actuator, backlog);
         }
+        let retried = actuator.retry_pending();
+        self.metrics.restored.inc_by(retried.restored as u64);
+        if retried.restored > 0 {
+            tracing::info!("undone on a later try: {} restored", retried.restored);
+        }
+        for e in &retried.errors {
+            if self.limit.allow(format!("undo {e}")) {
+                tracing::warn!("undo failed again, will try later: {e}");
+            }
+        }
+        self.metrics
+            .pending_undos
+            .set(actuator.pending_undos() as i64);
+        self.pending_undos = actuator.pending_undos();
         tree.prune_exited();
         Ok(())
     }
@@ -236,7 +253,19 @@ impl Engine {
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
         let held_root = rt.state.held.as_ref().map(|h| h.root);
-        let held_gone = held_root.is_some_and(|r| tree.get(r).is_none_or(|n| n.exited));
+        // A restriction is judged by what still lives in it: the root may exit while children it
+        // started keep writing (they are no longer its descendants in the tree, but still in
+        // the restriction), and children born inside it count even if no recorded member lives.
+        let live = rt.restriction.and_then(|id| actuator.live_members(id));
+        let held_gone = match &live {
+            Some(pids) => pids.is_empty(),
+            None => held_root.is_some_and(|r| tree.get(r).is_none_or(|n| n.exited)),
+        };
+        let inside: f64 = live
+            .iter()
+            .flatten()
+            .filter_map(|p| scores.own.get(p))
+            .sum();
         // The backlog trigger also needs this disk's top writer to be active (policy.rs), so
         // other disks' backlog does not restrict an idle one.
         let inputs = Inputs {
@@ -245,7 +274,8 @@ impl Engine {
             held_score: held_root
                 .and_then(|r| scores.subtree.get(&r))
                 .copied()
-                .unwrap_or(0.0),
+                .unwrap_or(0.0)
+                .max(inside),
             held_gone,
             bandwidth: bw,
             flush_seconds: Some(backlog / bw),
@@ -274,7 +304,7 @@ impl Engine {
             }
             Some(Decision::Release { root, calm_for }) => {
                 let why = if held_gone {
-                    "it exited".to_string()
+                    "nothing of it is left".to_string()
                 } else {
                     format!(
                         "tree {} < {:.0}% of {} for {:.0}s",
@@ -313,6 +343,7 @@ impl Engine {
             &self.config,
             &self.cgroup_action,
             self.log.recent(),
+            self.pending_undos,
             features,
         )
     }

@@ -54,6 +54,7 @@ pub struct Metrics {
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
     pub actions: Family<ActionLabel, Counter>,
     pub restored: Counter,
+    pub pending_undos: Gauge,
     pub lost: Family<LostLabel, Counter>,
     pub program_runs: Family<ProgramLabel, Counter>,
     pub program_seconds: Family<ProgramLabel, FloatCounter>,
@@ -71,6 +72,7 @@ impl Metrics {
             bandwidth: Family::default(),
             actions: Family::default(),
             restored: Counter::default(),
+            pending_undos: Gauge::default(),
             lost: Family::default(),
             program_runs: Family::default(),
             program_seconds: Family::default(),
@@ -106,6 +108,11 @@ impl Metrics {
             "restored",
             "Changes undone (priorities restored, processes moved back)",
             m.restored.clone(),
+        );
+        registry.register(
+            "pending_undos",
+            "Changes whose undo failed and is being retried",
+            m.pending_undos.clone(),
         );
         registry.register(
             "lost_events",

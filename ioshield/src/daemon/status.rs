@@ -30,6 +30,9 @@ pub struct Status {
     pub devices: Vec<DeviceStatus>,
     /// Most recent first.
     pub recent_decisions: Vec<DecisionRecord>,
+    /// Changes whose undo failed and is being retried.
+    #[serde(default)]
+    pub pending_undos: usize,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -64,6 +67,7 @@ pub fn snapshot<'a>(
     config: &Config,
     cgroup_action: &Result<CgroupAction, String>,
     recent_decisions: Vec<DecisionRecord>,
+    pending_undos: usize,
     features: serde_json::Value,
 ) -> Status {
     let now = Instant::now();
@@ -92,6 +96,7 @@ pub fn snapshot<'a>(
         cgroup_action: describe_cgroup_action(cgroup_action),
         devices,
         recent_decisions,
+        pending_undos,
     }
 }
 
@@ -168,6 +173,13 @@ pub fn render(s: &Status) -> String {
     );
     let _ = writeln!(out, "probe: {}", s.features);
     let _ = writeln!(out, "cgroup action: {}", s.cgroup_action);
+    if s.pending_undos > 0 {
+        let _ = writeln!(
+            out,
+            "undo pending: {} changes could not be undone yet and are being retried",
+            s.pending_undos
+        );
+    }
     for d in &s.devices {
         let _ = writeln!(
             out,

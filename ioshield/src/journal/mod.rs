@@ -67,9 +67,28 @@ impl Change {
     }
 }
 
+/// Bumped when `Change` changes shape; entries of other versions are read one by one and
+/// those that no longer parse are dropped with a warning.
+const VERSION: u32 = 2;
+
 #[derive(Default, Serialize, Deserialize)]
 struct State {
+    #[serde(default)]
+    version: u32,
+    /// The boot the changes were made in: after a reboot there is nothing left to undo.
+    #[serde(default)]
+    boot_id: String,
     changes: Vec<Change>,
+}
+
+/// The state file as read, before its entries are trusted.
+#[derive(Deserialize)]
+struct RawState {
+    #[serde(default)]
+    version: u32,
+    #[serde(default)]
+    boot_id: String,
+    changes: Vec<serde_json::Value>,
 }
 
 pub struct Journal {
@@ -78,14 +97,20 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Opens the journal at `path`, returning it empty plus whatever a previous instance left.
+    /// Opens the journal at `path`, returning it plus whatever a previous instance left that
+    /// ioshield itself could have made. A file that cannot be read as a state file is moved
+    /// aside (and the log says where) instead of stopping the daemon: a start-up that fails on
+    /// it would loop under Restart= and never undo anything.
     pub fn open(path: &Path) -> Result<(Journal, Vec<Change>)> {
-        let leftovers = match std::fs::read_to_string(path) {
-            Ok(text) => {
-                serde_json::from_str::<State>(&text)
-                    .with_context(|| format!("state file {} is corrupt", path.display()))?
-                    .changes
-            }
+        let boot_id = crate::system::host::boot_id();
+        let leftovers = match std::fs::read(path) {
+            Ok(bytes) => match serde_json::from_slice::<RawState>(&bytes) {
+                Ok(raw) => accept(raw, &boot_id, path),
+                Err(e) => {
+                    quarantine(path, &e.to_string());
+                    Vec::new()
+                }
+            },
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
         };
@@ -98,6 +123,8 @@ impl Journal {
             // Keep the leftovers on disk until they are undone: a crash during recovery must not
             // forget them.
             state: State {
+                version: VERSION,
+                boot_id,
                 changes: leftovers.clone(),
             },
         };
@@ -124,6 +151,17 @@ impl Journal {
         Ok(())
     }
 
+    /// Records several changes with one write of the state file (a writer with thousands of
+    /// threads must not cost thousands of rewrites); only then may the caller make them.
+    pub fn record_all(&mut self, changes: impl IntoIterator<Item = Change>) -> Result<()> {
+        let before = self.state.changes.len();
+        self.state.changes.extend(changes);
+        if self.state.changes.len() != before {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
     fn persist(&self) -> Result<()> {
         let tmp = self.path.with_extension("tmp");
         let mut f = std::fs::File::create(&tmp)
@@ -133,6 +171,121 @@ impl Journal {
         std::fs::rename(&tmp, &self.path)
             .with_context(|| format!("replacing state file {}", self.path.display()))?;
         Ok(())
+    }
+}
+
+/// The entries of a state file that are safe to act on.
+fn accept(raw: RawState, boot_id: &str, path: &Path) -> Vec<Change> {
+    if !raw.boot_id.is_empty() && !boot_id.is_empty() && raw.boot_id != boot_id {
+        tracing::warn!(
+            "state file {} is from an earlier boot: nothing it lists survived the reboot",
+            path.display()
+        );
+        return Vec::new();
+    }
+    if raw.version != VERSION {
+        tracing::warn!(
+            "state file {} has version {} (this is {VERSION}): reading what still parses",
+            path.display(),
+            raw.version
+        );
+    }
+    let mut out = Vec::new();
+    for value in raw.changes {
+        match serde_json::from_value::<Change>(value.clone()) {
+            Ok(change) => match change.validate() {
+                Ok(()) => out.push(change),
+                Err(why) => tracing::warn!(
+                    "state file {}: ignoring an entry ioshield could not have made ({why}):                      {value}",
+                    path.display()
+                ),
+            },
+            Err(e) => tracing::warn!(
+                "state file {}: ignoring an unreadable entry ({e}): {value}",
+                path.display()
+            ),
+        }
+    }
+    out
+}
+
+/// Moves a state file that cannot be read aside, keeping it for a person to look at.
+fn quarantine(path: &Path, why: &str) {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = path.with_extension(format!("corrupt-{stamp}"));
+    match std::fs::rename(path, &aside) {
+        Ok(()) => tracing::error!(
+            "state file {} is not readable ({why}); moved to {}, starting with nothing to undo",
+            path.display(),
+            aside.display()
+        ),
+        Err(e) => tracing::error!(
+            "state file {} is not readable ({why}) and could not be moved aside ({e}); starting              with nothing to undo",
+            path.display()
+        ),
+    }
+}
+
+impl Change {
+    /// Whether this entry is something ioshield itself could have made: its own cgroups under
+    /// `/ioshield`, its own scopes, a unit name, a process other than init. A state file is
+    /// root's, but a bad entry would otherwise make ioshield remove foreign cgroups or move
+    /// processes outside cgroupfs.
+    pub fn validate(&self) -> Result<(), String> {
+        let ours = Path::new("/").join(crate::act::cgroup::PARENT);
+        let plain = |p: &Path| {
+            p.is_absolute()
+                && p.components()
+                    .all(|c| !matches!(c, std::path::Component::ParentDir))
+        };
+        match self {
+            Change::Ioprio { thread, .. } if thread.id <= 1 => Err("pid 1 or 0".into()),
+            Change::Ioprio { .. } => Ok(()),
+            Change::CgroupCreated { path, .. } if plain(path) && path.starts_with(&ours) => Ok(()),
+            Change::CgroupCreated { path, .. } => {
+                Err(format!("cgroup {} is not ioshield's", path.display()))
+            }
+            Change::ControllerEnabled { path, .. } if path == Path::new("/") || *path == ours => {
+                Ok(())
+            }
+            Change::ControllerEnabled { path, .. } => Err(format!(
+                "controllers of {} are not ioshield's",
+                path.display()
+            )),
+            Change::CgroupMove {
+                process, from, to, ..
+            } => {
+                if process.id <= 1 {
+                    Err("pid 1 or 0".into())
+                } else if !plain(from) || !plain(to) || !to.starts_with(&ours) {
+                    Err(format!(
+                        "a move from {} to {} is not ioshield's",
+                        from.display(),
+                        to.display()
+                    ))
+                } else {
+                    Ok(())
+                }
+            }
+            Change::SystemdScope { unit, .. } => {
+                if unit.starts_with("ioshield-") && unit.ends_with(".scope") && !unit.contains('/')
+                {
+                    Ok(())
+                } else {
+                    Err(format!("scope {unit} is not ioshield's"))
+                }
+            }
+            Change::UnitLimits { unit, .. } => {
+                let kinds = [".service", ".scope", ".slice", ".socket", ".mount", ".swap"];
+                if !unit.contains('/') && kinds.iter().any(|k| unit.ends_with(k)) {
+                    Ok(())
+                } else {
+                    Err(format!("{unit} is not a unit name"))
+                }
+            }
+        }
     }
 }
 
@@ -165,11 +318,95 @@ mod tests {
     }
 
     #[test]
-    fn a_corrupt_state_file_is_an_error_naming_it() {
+    fn a_corrupt_state_file_is_moved_aside_and_start_up_goes_on() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.json");
         std::fs::write(&path, "{not json").unwrap();
-        let e = Journal::open(&path).err().unwrap();
-        assert!(format!("{e:#}").contains("state.json"));
+        let (mut j, left) = Journal::open(&path).unwrap();
+        assert!(left.is_empty());
+        let aside: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("state.corrupt-"))
+            .collect();
+        assert_eq!(aside.len(), 1, "kept for a person to look at");
+        // Truncated in the middle of an entry: the same.
+        j.record(Change::ControllerEnabled {
+            path: "/".into(),
+            controller: "io".into(),
+        })
+        .unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+        let (_, left) = Journal::open(&path).unwrap();
+        assert!(left.is_empty());
+    }
+
+    #[test]
+    fn entries_ioshield_could_not_have_made_are_ignored() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let who = |id| Identity { id, start_time: 1 };
+        let good = Change::CgroupCreated {
+            restriction: 1,
+            path: "/ioshield/r1-42".into(),
+        };
+        let bad = [
+            Change::CgroupCreated {
+                restriction: 1,
+                path: "/ioshield/../system.slice".into(),
+            },
+            Change::CgroupCreated {
+                restriction: 1,
+                path: "/system.slice/sshd.service".into(),
+            },
+            Change::Ioprio {
+                restriction: 1,
+                thread: who(1),
+                previous: 0,
+                applied: 0,
+            },
+            Change::SystemdScope {
+                restriction: 1,
+                unit: "sshd.service".into(),
+                device: "/dev/vda".into(),
+                members: vec![],
+            },
+            Change::CgroupMove {
+                restriction: 1,
+                process: who(42),
+                from: "/user.slice".into(),
+                to: "/system.slice".into(),
+            },
+        ];
+        let mut changes = vec![serde_json::to_value(&good).unwrap()];
+        changes.extend(bad.iter().map(|c| serde_json::to_value(c).unwrap()));
+        changes.push(serde_json::json!({"kind": "from_the_future", "restriction": 3}));
+        let text = serde_json::json!({ "version": VERSION, "changes": changes });
+        std::fs::write(&path, text.to_string()).unwrap();
+        let (_, left) = Journal::open(&path).unwrap();
+        assert_eq!(left, vec![good]);
+    }
+
+    #[test]
+    fn leftovers_of_another_boot_are_not_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let change = Change::CgroupCreated {
+            restriction: 1,
+            path: "/ioshield/r1-42".into(),
+        };
+        let text = serde_json::json!({
+            "version": VERSION,
+            "boot_id": "not-this-boot",
+            "changes": [change],
+        });
+        std::fs::write(&path, text.to_string()).unwrap();
+        let (_, left) = Journal::open(&path).unwrap();
+        if crate::system::host::boot_id().is_empty() {
+            assert_eq!(left.len(), 1, "without a boot id nothing can be told apart");
+        } else {
+            assert!(left.is_empty());
+        }
     }
 }

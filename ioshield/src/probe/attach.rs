@@ -6,11 +6,11 @@ use aya::{
     programs::{Program, RawTracePoint, TracePoint},
 };
 
-use ioshield_common::names::{global, program};
+use ioshield_common::names::{global, map, program};
 
 use super::{DirtyMode, Features, ProgramCost};
 use crate::{
-    system::kernel::{btf::KernelBtf, privileges, tracefs::Tracefs},
+    system::kernel::{self, btf::KernelBtf, privileges, tracefs::Tracefs},
     system::vmstat,
 };
 
@@ -158,6 +158,9 @@ pub fn load_and_attach() -> Result<Loaded> {
     }
     loader.override_global(global::PG_HEAD_MASK, &pg_head_mask, true);
     loader.override_global(global::PAGE_SIZE, &page_size, true);
+    if let Some(n) = kernel::test_counter_entries() {
+        loader.map_max_entries(map::COUNTERS, n);
+    }
     let mut ebpf = loader.load(OBJECT).map_err(|e| {
         anyhow!(
             "the kernel refused ioshield's BPF maps or programs ({e}); is BPF enabled \

@@ -59,7 +59,15 @@ impl CounterReader {
                 acc.throttle_ms += c.throttle_ms;
                 acc
             });
-            let before = self.previous.get(&key).copied().unwrap_or_default();
+            // Less than last time: the key was evicted from the LRU map and counts anew.
+            let before = self
+                .previous
+                .get(&key)
+                .copied()
+                .filter(|b| {
+                    total.dirtied_bytes >= b.dirtied_bytes && total.throttle_ms >= b.throttle_ms
+                })
+                .unwrap_or_default();
             let delta = WriteDelta {
                 dirtied_bytes: total.dirtied_bytes.saturating_sub(before.dirtied_bytes),
                 throttle_pauses: total.throttle_pauses.saturating_sub(before.throttle_pauses),

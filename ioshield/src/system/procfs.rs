@@ -46,7 +46,22 @@ fn read_stat(pid: u32) -> Option<String> {
 /// Start time in clock ticks since boot of a process or thread: with the id, an identity that
 /// survives id reuse. `None` when it is gone.
 pub fn start_time(id: u32) -> Option<u64> {
-    parse_stat(id, &read_stat(id)?).map(|p| p.start_time)
+    start_time_checked(id).ok().flatten()
+}
+
+/// Like [`start_time`], but tells "gone" (`Ok(None)`) from "could not look" (an error such as
+/// running out of file descriptors), which must not be taken for "gone".
+pub fn start_time_checked(id: u32) -> std::io::Result<Option<u64>> {
+    match std::fs::read(format!("/proc/{id}/stat")) {
+        Ok(bytes) => Ok(parse_stat(id, &String::from_utf8_lossy(&bytes)).map(|p| p.start_time)),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                || e.raw_os_error() == Some(libc::ESRCH) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 fn parse_stat(pid: u32, stat: &str) -> Option<ProcInfo> {

@@ -11,3 +11,11 @@ pub fn hidden(feature: &str) -> bool {
         .map(|v| v.split(',').any(|f| f.trim() == feature))
         .unwrap_or(false)
 }
+
+/// A smaller counter map for tests that fill it (`IOSHIELD_TEST_COUNTER_ENTRIES`, undocumented).
+pub fn test_counter_entries() -> Option<u32> {
+    std::env::var("IOSHIELD_TEST_COUNTER_ENTRIES")
+        .ok()?
+        .parse()
+        .ok()
+}
