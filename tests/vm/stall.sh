@@ -60,6 +60,7 @@ toml_lines() { [ -n "$1" ] && echo "$1" | tr ';' '\n'; return 0; }
 
 daemon=
 sampler=
+left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
         printf '[daemon]\naction = "%s"\n' "$ACTION"
@@ -138,8 +139,10 @@ if [ -n "$daemon" ]; then
     kill -TERM "$daemon"
     wait "$daemon"
     echo "stall: daemon exit $?"
-    # What the daemon left behind: it should have restored everything.
+    # What the daemon left behind: it restores everything on exit, its own cgroups (/ioshield
+    # and the restrictions in it) removed, and the loads have exited, so none may remain.
     find "$CG" -name cgroup.procs | sed "s|$CG||; s|/cgroup.procs||" > "$RESULTS/cgroups-after.txt"
+    left=$(grep '^/ioshield' "$RESULTS/cgroups-after.txt" | tr '\n' ' ')
     cat "$RESULTS/daemon.log"
 fi
 
@@ -150,4 +153,9 @@ grep -E '^(nr_dirty|nr_writeback|nr_dirtied|nr_written) ' /proc/vmstat > "$RESUL
 cat "$RESULTS/loads.log"
 ioshield-load summarize "$RESULTS"/control.json "$RESULTS"/write.json \
     "$RESULTS"/multiwrite.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
+if [ -n "$left" ]; then
+    # Last, so that the host can quote it as the reason.
+    echo "stall: the daemon left cgroups behind after it exited: $left"
+    failed=1
+fi
 exit $failed
