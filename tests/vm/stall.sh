@@ -61,6 +61,7 @@ toml_lines() { [ -n "$1" ] && echo "$1" | tr ';' '\n'; return 0; }
 
 daemon=
 sampler=
+left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
         printf '[daemon]\naction = "%s"\n' "$ACTION"
@@ -140,15 +141,10 @@ if [ -n "$daemon" ]; then
     kill -TERM "$daemon"
     wait "$daemon"
     echo "stall: daemon exit $?"
-    # What the daemon left behind: it must have removed every cgroup it made.
+    # What the daemon left behind: it must have removed every cgroup it made (checked below).
     find "$CG" -name cgroup.procs | sed "s|$CG||; s|/cgroup.procs||" > "$RESULTS/cgroups-after.txt"
-    cat "$RESULTS/daemon.log"
     left=$(grep '^/ioshield' "$RESULTS/cgroups-after.txt" | tr '\n' ' ')
-    if [ -n "$left" ]; then
-        # Last, so that the host can quote it as the reason.
-        echo "stall: the stopped daemon left its cgroups behind: $left"
-        exit 4
-    fi
+    cat "$RESULTS/daemon.log"
 fi
 
 for c in "$CG" "$CG"/*/; do
@@ -158,4 +154,9 @@ grep -E '^(nr_dirty|nr_writeback|nr_dirtied|nr_written) ' /proc/vmstat > "$RESUL
 cat "$RESULTS/loads.log"
 ioshield-load summarize "$RESULTS"/control.json "$RESULTS"/write.json \
     "$RESULTS"/multiwrite.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
+if [ -n "$left" ]; then
+    # Last, so that the host can quote it as the reason.
+    echo "stall: the daemon left cgroups behind after it exited: $left"
+    failed=1
+fi
 exit $failed

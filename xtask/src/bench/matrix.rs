@@ -1,14 +1,17 @@
 //! Running the matrix: one guest boot per (repeat, kernel, scenario), repeats outermost so that
 //! the shared host's slow moments spread over all scenarios instead of hitting one.
 use std::{
+    fs,
     path::{Path, PathBuf},
-    process::Command,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Context as _, Result, bail};
 
-use crate::cmd::{cargo, workspace_root};
+use crate::{
+    cmd::{cargo, workspace_root},
+    vm::scenario::{Guest, Run},
+};
 
 pub struct Plan {
     pub kernels: Vec<String>,
@@ -61,13 +64,14 @@ pub fn binary(given: Option<&Path>, out: &Path) -> Result<PathBuf> {
             workspace_root().join("target/release/ioshield")
         }
     };
-    std::fs::create_dir_all(out)?;
+    fs::create_dir_all(out)?;
     let copy = out.join("ioshield");
-    std::fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
+    fs::copy(&source, &copy).with_context(|| format!("copying {}", source.display()))?;
     Ok(copy)
 }
 
 pub fn run_all(plan: &Plan, bin: &Path) -> Result<()> {
+    let guest = Guest::prepare(Some(bin))?;
     let total = plan.repeat * plan.kernels.len() * plan.scenarios.len();
     let started = Instant::now();
     let mut n = 0;
@@ -81,7 +85,7 @@ pub fn run_all(plan: &Plan, bin: &Path) -> Result<()> {
                     repeat + 1,
                     started.elapsed().as_secs_f64()
                 );
-                run_one(plan, scenario, kernel, &dir, bin)?;
+                run_one(&guest, plan, scenario, kernel, &dir)?;
             }
         }
     }
@@ -92,40 +96,39 @@ pub fn run_all(plan: &Plan, bin: &Path) -> Result<()> {
     Ok(())
 }
 
-/// One boot, retried once: about 1 in 20 boots of 6.12 under TCG crashes early (facts.md §4).
-fn run_one(plan: &Plan, scenario: &str, kernel: &str, dir: &Path, bin: &Path) -> Result<()> {
+/// One run, tried a second time when it left no results: the runner retries boots that crash
+/// early or panic, and this covers whatever else a long matrix runs into.
+fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path) -> Result<()> {
+    let script = workspace_root().join("tests/vm/stall.sh");
+    let env = plan.env(scenario);
     let mut last = String::new();
     for attempt in 1..=2 {
-        let _ = std::fs::remove_dir_all(dir);
-        std::fs::create_dir_all(dir)?;
-        let mut cmd = Command::new(std::env::current_exe()?);
-        cmd.args(["vm", "run", "--quiet", "--kernel", kernel, "--script"])
-            .arg(workspace_root().join("tests/vm/stall.sh"))
-            .arg("--out")
-            .arg(dir.parent().expect("run dirs have a parent"))
-            .arg("--ioshield")
-            .arg(bin)
-            .args(["--timeout", &(plan.duration + 300).to_string()]);
-        for e in plan.env(scenario) {
-            cmd.args(["--env", &e]);
-        }
-        let output = cmd.output().context("starting `xtask vm run`")?;
-        // `vm run` puts its results in OUT/<kernel>/results; move them under the repeat's dir.
-        let produced = dir.parent().expect("has parent").join(kernel);
-        if produced.exists() {
-            let _ = std::fs::remove_dir_all(dir);
-            std::fs::rename(&produced, dir)?;
-        }
-        std::fs::write(dir.join("xtask.log"), &output.stderr)?;
+        let _ = fs::remove_dir_all(dir);
+        fs::create_dir_all(dir)?;
+        let done = guest.run(&Run {
+            series: kernel,
+            script: &script,
+            out: dir,
+            env: &env,
+            timeout: Duration::from_secs(plan.duration + 300),
+            echo: false,
+        });
+        // A scenario that exits non-zero still counts when it left the loads' numbers.
+        last = match &done {
+            Ok(d) => format!(
+                "xtask: vm {kernel}: scenario exit {} in {:.0}s, results in {}",
+                d.status,
+                d.wall.as_secs_f64(),
+                d.results.display()
+            ),
+            Err(e) => format!("xtask: {e:#}"),
+        };
+        fs::write(dir.join("xtask.log"), format!("{last}\n"))
+            .with_context(|| format!("writing {}", dir.display()))?;
         if dir.join("results/multiwrite.json").is_file() {
             return Ok(());
         }
-        last = String::from_utf8_lossy(&output.stderr)
-            .lines()
-            .last()
-            .unwrap_or("")
-            .to_string();
         eprintln!("xtask: bench: attempt {attempt} failed: {last}");
     }
-    anyhow::bail!("{scenario} on {kernel} failed twice: {last}")
+    bail!("{scenario} on {kernel} failed twice: {last}")
 }

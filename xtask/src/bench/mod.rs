@@ -3,8 +3,8 @@
 //! with ratios to the unmitigated run of the same bench, a JSON file of every run, and a PNG
 //! timeline per scenario and kernel.
 //!
-//! Each run is a `cargo xtask vm run` child process with one ioshield binary, built once at the
-//! start, so that the whole matrix measures the same daemon even while the tree changes.
+//! Each run is a boot of the vm runner with one ioshield binary, built once at the start, so
+//! that the whole matrix measures the same daemon even while the tree changes.
 mod matrix;
 mod plot;
 mod report;
@@ -18,12 +18,11 @@ use clap::Args;
 
 /// Every scenario `stall.sh` knows, in the order the table shows them.
 pub const SCENARIOS: &[&str] = &["none", "thesis", "ioshield-ioprio", "ioshield", "oracle"];
-pub const KERNELS: &[&str] = &["6.1", "6.12"];
 
 #[derive(Args)]
 pub struct BenchArgs {
     /// Kernel series (comma-separated or repeated).
-    #[arg(long, value_delimiter = ',', default_values_t = KERNELS.iter().map(|s| s.to_string()))]
+    #[arg(long, value_delimiter = ',', default_values_t = crate::vm::kernels::all_series())]
     kernel: Vec<String>,
     /// Scenarios (comma-separated or repeated); `none` is always added as the reference.
     #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]

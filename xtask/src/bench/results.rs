@@ -2,7 +2,7 @@
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result};
-use serde_json::Value;
+use ioshield_tests::load::record::LoadRecord;
 
 use super::matrix::Plan;
 
@@ -74,26 +74,24 @@ pub fn collect(plan: &Plan) -> Result<Vec<Run>> {
 }
 
 fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> {
-    let records: Vec<Value> = LOADS
+    let records: Vec<LoadRecord> = LOADS
         .iter()
-        .map(|l| json(&dir.join(format!("{l}.json"))))
+        .map(|l| LoadRecord::load(&dir.join(format!("{l}.json"))))
         .collect::<Result<_>>()?;
     // Time zero: the first load's start, so every series of the run shares one axis.
     let t0 = records
         .iter()
-        .filter_map(|r| r["start_s"].as_f64())
+        .map(|r| r.start_s)
         .fold(f64::INFINITY, f64::min);
     let loads = LOADS
         .iter()
         .zip(&records)
         .map(|(name, r)| load(name, r, t0))
         .collect::<Result<_>>()?;
-    let offender = json(&dir.join("offender.json")).ok();
-    let offender_span = offender.as_ref().and_then(|o| {
-        let start = o["start_s"].as_f64()?;
-        let end = o["cycle_ends_s"].as_array()?.last()?.as_f64()?;
-        Some((start - t0, end - t0))
-    });
+    let offender = LoadRecord::load(&dir.join("offender.json")).ok();
+    let offender_span = offender
+        .as_ref()
+        .and_then(|o| Some((o.start_s - t0, o.cycle_ends_s.last()? - t0)));
     let offset = clock_offset(dir);
     let actions = match (offset, fs::read_to_string(dir.join("daemon.log"))) {
         (Some(offset), Ok(log)) => daemon_actions(&log, offset, t0),
@@ -121,27 +119,14 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
     })
 }
 
-fn json(path: &Path) -> Result<Value> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-fn load(name: &str, r: &Value, t0: f64) -> Result<Load> {
-    let m = &r["metrics"];
-    let num = |k: &str| {
-        m[k].as_f64()
-            .with_context(|| format!("{name}.json has no metrics.{k}"))
-    };
-    let nominal = r["nominal_s"].as_f64().unwrap_or(0.0);
-    let mut previous = r["start_s"].as_f64().unwrap_or(t0);
+fn load(name: &str, r: &LoadRecord, t0: f64) -> Result<Load> {
+    let m = r
+        .metrics
+        .with_context(|| format!("{name}.json has no metrics"))?;
+    let mut previous = r.start_s;
     let mut pauses = Vec::new();
-    for end in r["cycle_ends_s"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_f64)
-    {
-        let pause = end - previous - nominal;
+    for &end in &r.cycle_ends_s {
+        let pause = end - previous - r.nominal_s;
         if pause > 0.0 {
             // Plotted where the pause ended, the moment the load noticed it.
             pauses.push((end - t0, pause));
@@ -150,9 +135,9 @@ fn load(name: &str, r: &Value, t0: f64) -> Result<Load> {
     }
     Ok(Load {
         name: name.to_string(),
-        longest_pause_s: num("longest_pause_s")?,
-        total_paused_s: num("total_paused_s")?,
-        wait_s: num("wait_s")?,
+        longest_pause_s: m.longest_pause_s,
+        total_paused_s: m.total_paused_s,
+        wait_s: m.wait_s,
         pauses,
     })
 }

@@ -1,5 +1,5 @@
 #!/bin/busybox sh
-# /init of the initramfs of `cargo xtask vm e2e` (xtask/src/vm/e2e.rs): loads the virtio disk
+# /init of the initramfs of `cargo xtask vm e2e` (xtask/src/vm/sysboot.rs): loads the virtio disk
 # driver (a module in Debian's cloud kernels), mounts the Debian root image, hands the test files
 # to it and switches to systemd, which runs ioshield-e2e.target. Lines starting with
 # "ioshield-vm:" are read by the host.

@@ -10,20 +10,10 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use super::{
-    disks, kernels, rootfs,
-    sysboot::{self, FileSource},
+    runner::{self, Root},
+    sysboot::FileSource,
 };
-use crate::{cmd::workspace_root, setup};
-
-const HOST_PACKAGES: &[&str] = &[
-    "qemu-system-x86",
-    "busybox-static",
-    "e2fsprogs",
-    "cpio",
-    "kmod",
-    "xz-utils",
-    "debootstrap",
-];
+use crate::cmd::workspace_root;
 
 /// The target the guest boots into: basic.target (sysinit, sockets, journald, udev) plus the
 /// system bus, as on a server, and the test; no getty, no multi-user.target.
@@ -60,17 +50,15 @@ pub struct Args<'a> {
 
 pub fn run(a: &Args) -> Result<()> {
     let started = Instant::now();
-    setup::apt_install(HOST_PACKAGES)?;
     let deb = match a.deb {
         Some(d) => d.to_path_buf(),
         None => newest_deb(&workspace_root().join("target/packages"))?,
     };
     eprintln!("xtask: e2e with {}", deb.display());
-    let cache = workspace_root().join("target/vm-cache");
     let mut failed = Vec::new();
     for series in a.series {
         let out = a.out.join(series);
-        match run_one(a, series, &deb, &cache, &out) {
+        match run_one(a, series, &deb, &out) {
             Ok(summary) => {
                 eprintln!("xtask: vm e2e {series}: {summary}");
                 if !summary.ok {
@@ -105,46 +93,26 @@ impl std::fmt::Display for Summary {
     }
 }
 
-fn run_one(a: &Args, series: &str, deb: &Path, cache: &Path, out: &Path) -> Result<Summary> {
-    let started = Instant::now();
-    let kernel = kernels::fetch(series, cache)?;
-    let root = rootfs::image(cache, &kernel)?;
-    let _ = fs::remove_dir_all(out.join("results"));
-    fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let work = cache.join(format!("work/e2e-{series}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&work);
-    fs::create_dir_all(&work)?;
-    let initrd = work.join("initrd.cpio");
-    sysboot::initrd(
-        &kernel,
-        &[
-            ("ioshield.deb", FileSource::Path(deb.to_path_buf())),
-            ("e2e-systemd.sh", FileSource::Path(a.script.to_path_buf())),
-            ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
-            ("ioshield-e2e.target", FileSource::Text(TARGET)),
-            ("ioshield-e2e.service", FileSource::Text(SERVICE)),
-        ],
-        &work.join("initrd"),
-        &initrd,
-    )?;
-    let (data, results) = (work.join("data.img"), work.join("results.img"));
-    let boot = sysboot::Boot {
-        vmlinuz: &kernel.vmlinuz(),
-        initrd: &initrd,
-        root: &root,
-        data: &data,
-        results: &results,
-        unit: "ioshield-e2e.target",
+fn run_one(a: &Args, series: &str, deb: &Path, out: &Path) -> Result<Summary> {
+    let files = [
+        ("ioshield.deb", FileSource::Path(deb.to_path_buf())),
+        ("e2e-systemd.sh", FileSource::Path(a.script.to_path_buf())),
+        ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
+        ("ioshield-e2e.target", FileSource::Text(TARGET)),
+        ("ioshield-e2e.service", FileSource::Text(SERVICE)),
+    ];
+    let done = runner::run(&runner::Options {
+        series,
+        root: Root::Debian {
+            unit: "ioshield-e2e.target",
+            files: &files,
+        },
+        out,
         timeout: a.timeout,
-        console_log: &out.join("console.log"),
         echo: a.echo,
-    };
-    let status = sysboot::run(&boot, &|| disks::create(&data, &results));
-    let extracted =
-        status.and_then(|s| disks::extract_results(&results, &out.join("results")).map(|()| s));
-    let _ = fs::remove_dir_all(&work);
-    let status = extracted?;
-    let checks = fs::read_to_string(out.join("results/checks.txt")).unwrap_or_default();
+    })?;
+    let status = done.status;
+    let checks = fs::read_to_string(done.results.join("checks.txt")).unwrap_or_default();
     for line in checks.lines() {
         if line.starts_with("PASS ") || line.starts_with("FAIL ") {
             println!("{series}: {line}");
@@ -161,7 +129,7 @@ fn run_one(a: &Args, series: &str, deb: &Path, cache: &Path, out: &Path) -> Resu
     Ok(Summary {
         ok: status == 0 && !checks.contains("\nFAIL ") && !checks.starts_with("FAIL "),
         line,
-        wall: started.elapsed(),
+        wall: done.wall,
     })
 }
 

@@ -1,5 +1,6 @@
-//! The guest's root file system: busybox, ioshield, ioshield-load with the shared libraries they
-//! link, the kernel modules the test bed needs, /init and the scenario, as an uncompressed cpio.
+//! The initramfs both guests start from: static busybox, the kernel modules they need before
+//! anything else, and an /init, as an uncompressed cpio. For the busybox test bed it is the
+//! whole system: ioshield, ioshield-load with the shared libraries they link, and the scenario.
 use std::{
     fs,
     os::unix::fs::PermissionsExt as _,
@@ -9,7 +10,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{kernels::Kernel, modules};
+use super::{kernels::Kernel, libs, modules};
 
 const INIT: &str = include_str!("init.sh");
 const BUSYBOX: &str = "/bin/busybox";
@@ -23,18 +24,19 @@ pub struct Contents<'a> {
     pub env: &'a [String],
 }
 
-/// Builds the cpio archive at `out`, staging in `staging` (emptied first).
+/// Builds the test bed's cpio archive at `out`, staging in `staging` (emptied first).
 pub fn build(c: &Contents, staging: &Path, out: &Path) -> Result<()> {
-    let _ = fs::remove_dir_all(staging);
-    for d in ["bin", "dev", "proc", "sys", "etc", "mnt", "tmp", "results"] {
-        fs::create_dir_all(staging.join(d))?;
-    }
-    check_static(Path::new(BUSYBOX))?;
-    copy_exec(Path::new(BUSYBOX), &staging.join("bin/busybox"))?;
+    stage_base(
+        staging,
+        &["mnt", "tmp", "results"],
+        c.kernel,
+        modules::TEST_BED,
+        INIT,
+    )?;
     for bin in c.binaries {
         let name = bin.file_name().context("binary without a name")?;
         copy_exec(bin, &staging.join("bin").join(name))?;
-        for lib in shared_libs(bin)? {
+        for lib in libs::shared_libs(bin)? {
             let dest = staging.join(lib.strip_prefix("/").unwrap_or(&lib));
             if !dest.exists() {
                 fs::create_dir_all(dest.parent().expect("absolute path"))?;
@@ -43,91 +45,31 @@ pub fn build(c: &Contents, staging: &Path, out: &Path) -> Result<()> {
             }
         }
     }
-    let order = stage_modules(c.kernel, &staging.join("lib/modules"))?;
-    fs::write(staging.join("etc/vm-modules"), order.join("\n") + "\n")?;
     fs::write(staging.join("etc/vm-env"), env_file(c.env)?)?;
-    write_exec(&staging.join("init"), INIT)?;
     let scenario = fs::read_to_string(c.scenario)
         .with_context(|| format!("reading {}", c.scenario.display()))?;
     write_exec(&staging.join("scenario.sh"), &scenario)?;
     cpio(staging, out)
 }
 
-/// `ldd`'s report, stdout and stderr together (it says "not a dynamic executable" on stderr).
-fn ldd(bin: &Path) -> Result<String> {
-    let out = Command::new("ldd")
-        .arg(bin)
-        .output()
-        .context("running ldd")?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
-}
-
-/// A dynamically linked busybox would need its own libraries; Debian's busybox-static is not.
-fn check_static(bin: &Path) -> Result<()> {
-    let ldd = ldd(bin)?;
-    if !ldd.contains("not a dynamic executable") && !ldd.contains("statically linked") {
-        bail!("{} is not static: install busybox-static", bin.display());
+/// Empties `staging` and puts in what every guest's initramfs has: busybox, the `modules` init
+/// loads from `/etc/vm-modules`, `init` as /init, and the directories init mounts on plus `dirs`.
+pub fn stage_base(
+    staging: &Path,
+    dirs: &[&str],
+    kernel: &Kernel,
+    modules: &[&str],
+    init: &str,
+) -> Result<()> {
+    let _ = fs::remove_dir_all(staging);
+    for d in ["bin", "dev", "proc", "sys", "etc"].iter().chain(dirs) {
+        fs::create_dir_all(staging.join(d))?;
     }
-    Ok(())
-}
-
-/// The libraries `ldd` resolves for `bin`, and its program interpreter.
-fn shared_libs(bin: &Path) -> Result<Vec<PathBuf>> {
-    let ldd = ldd(bin)?;
-    let mut libs = Vec::new();
-    for line in ldd.lines() {
-        // "libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x...)" or "/lib64/ld-linux-x86-64.so.2 (0x...)"
-        let path = match line.split_once("=>") {
-            Some((_, rest)) => rest.split_whitespace().next(),
-            None => line
-                .split_whitespace()
-                .next()
-                .filter(|p| p.starts_with('/')),
-        };
-        if let Some(p) = path.filter(|p| p.starts_with('/')) {
-            libs.push(PathBuf::from(p));
-        }
-    }
-    if ldd.contains("not found") {
-        bail!("{}: a shared library is missing:\n{ldd}", bin.display());
-    }
-    Ok(libs)
-}
-
-/// Copies the needed modules, decompressed (busybox insmod cannot read .xz), and returns their
-/// paths relative to `dest` in load order.
-fn stage_modules(kernel: &Kernel, dest: &Path) -> Result<Vec<String>> {
-    let src = kernel.modules_dir();
-    let order = modules::load_order(&src, modules::WANTED)?;
-    let mut staged = Vec::new();
-    for rel in order {
-        let from = src.join(&rel);
-        let plain = rel
-            .strip_suffix(".xz")
-            .or_else(|| rel.strip_suffix(".zst"))
-            .unwrap_or(&rel)
-            .to_string();
-        let to = dest.join(&plain);
-        fs::create_dir_all(to.parent().expect("module path has a directory"))?;
-        if rel.ends_with(".xz") {
-            let data = Command::new("xz")
-                .arg("-dc")
-                .arg(&from)
-                .stderr(Stdio::inherit())
-                .output()
-                .context("running xz")?;
-            if !data.status.success() {
-                bail!("xz -dc {} failed", from.display());
-            }
-            fs::write(&to, data.stdout)?;
-        } else if rel.ends_with(".ko") {
-            fs::copy(&from, &to)?;
-        } else {
-            bail!("{rel}: unsupported module compression");
-        }
-        staged.push(plain);
-    }
-    Ok(staged)
+    libs::check_static(Path::new(BUSYBOX))?;
+    copy_exec(Path::new(BUSYBOX), &staging.join("bin/busybox"))?;
+    let order = modules::stage(kernel, modules, &staging.join("lib/modules"))?;
+    fs::write(staging.join("etc/vm-modules"), order.join("\n") + "\n")?;
+    write_exec(&staging.join("init"), init)
 }
 
 /// Values are single-quoted so the scenario sees them verbatim.
@@ -145,19 +87,19 @@ fn env_file(env: &[String]) -> Result<String> {
     Ok(out)
 }
 
-fn copy_exec(from: &Path, to: &Path) -> Result<()> {
+pub fn copy_exec(from: &Path, to: &Path) -> Result<()> {
     fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
     fs::set_permissions(to, fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
-fn write_exec(path: &Path, text: &str) -> Result<()> {
+pub fn write_exec(path: &Path, text: &str) -> Result<()> {
     fs::write(path, text)?;
     fs::set_permissions(path, fs::Permissions::from_mode(0o755))?;
     Ok(())
 }
 
-pub(super) fn cpio(staging: &Path, out: &Path) -> Result<()> {
+pub fn cpio(staging: &Path, out: &Path) -> Result<()> {
     let archive = fs::File::create(out).with_context(|| format!("creating {}", out.display()))?;
     // `find .` lists every entry; newc is the format the kernel unpacks.
     let find = Command::new("find")

@@ -7,10 +7,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{
-    cmd::{command, output, run},
-    setup::apt_install,
-};
+use crate::cmd::{command, output, run};
 
 /// Kernel series the test bed knows, and how Debian names their cloud images: package name is
 /// `prefix + N + suffix` and the newest N wins. Add a line to test another series.
@@ -112,8 +109,8 @@ fn apt_packages() -> Result<Vec<String>> {
         .collect())
 }
 
+/// Needs kmod's depmod, which the runner installs before it fetches a kernel.
 fn unpack(package: &str, dir: &Path) -> Result<()> {
-    apt_install(&["kmod"])?;
     eprintln!("xtask: downloading {package}");
     let download = dir.join("download");
     let _ = fs::remove_dir_all(&download);

@@ -1,15 +1,15 @@
 //! `cargo xtask vm`: boots Debian kernels under qemu with a slow disk and runs a scenario script
 //! against the real ioshield (facts.md §4), so behaviour can be checked on kernels other than the
-//! host's.
+//! host's. Every boot goes through runner.rs; the other files prepare what it boots.
 mod ci;
-mod disks;
 mod e2e;
 mod initramfs;
-mod kernels;
+pub mod kernels;
+mod libs;
 mod modules;
-mod qemu;
 mod rootfs;
-mod scenario;
+mod runner;
+pub mod scenario;
 mod sysboot;
 
 use std::path::PathBuf;

@@ -1,11 +1,57 @@
-//! Which kernel modules the guest must load, in which order, from the kernel's `modules.dep`.
-use std::{collections::HashMap, fs, path::Path};
+//! Which kernel modules the guest's initramfs must load, in which order (from the kernel's
+//! `modules.dep`), and copying them there.
+use std::{
+    collections::HashMap,
+    fs,
+    path::Path,
+    process::{Command, Stdio},
+};
 
 use anyhow::{Context as _, Result, bail};
 
+use super::kernels::Kernel;
+
 /// What the test bed needs: the virtio disk driver (with the PCI transport), mq-deadline (the
-/// baseline scheduler, a module on 6.12) and BFQ for the thesis scenario. Whatever of it a kernel has built in is skipped; dependencies come first.
-pub const WANTED: &[&str] = &["virtio_pci", "virtio_blk", "mq_deadline", "bfq"];
+/// baseline scheduler, a module on 6.12) and BFQ for the thesis scenario. Whatever of it a
+/// kernel has built in is skipped; dependencies come first.
+pub const TEST_BED: &[&str] = &["virtio_pci", "virtio_blk", "mq_deadline", "bfq"];
+/// What the systemd guest's initramfs needs to mount its root; udev loads the rest from there.
+pub const ROOT_DISK: &[&str] = &["virtio_pci", "virtio_blk"];
+
+/// Copies `wanted` and what they depend on from `kernel` to `dest`, decompressed (busybox insmod
+/// cannot read .xz), and returns their paths relative to `dest` in load order.
+pub fn stage(kernel: &Kernel, wanted: &[&str], dest: &Path) -> Result<Vec<String>> {
+    let src = kernel.modules_dir();
+    let mut staged = Vec::new();
+    for rel in load_order(&src, wanted)? {
+        let from = src.join(&rel);
+        let plain = rel
+            .strip_suffix(".xz")
+            .or_else(|| rel.strip_suffix(".zst"))
+            .unwrap_or(&rel)
+            .to_string();
+        let to = dest.join(&plain);
+        fs::create_dir_all(to.parent().expect("module path has a directory"))?;
+        if rel.ends_with(".xz") {
+            let data = Command::new("xz")
+                .arg("-dc")
+                .arg(&from)
+                .stderr(Stdio::inherit())
+                .output()
+                .context("running xz")?;
+            if !data.status.success() {
+                bail!("xz -dc {} failed", from.display());
+            }
+            fs::write(&to, data.stdout)?;
+        } else if rel.ends_with(".ko") {
+            fs::copy(&from, &to)?;
+        } else {
+            bail!("{rel}: unsupported module compression");
+        }
+        staged.push(plain);
+    }
+    Ok(staged)
+}
 
 /// Module name as modprobe spells it: file name without `.ko[.xz]`, dashes as underscores.
 fn name_of(path: &str) -> String {
@@ -15,7 +61,7 @@ fn name_of(path: &str) -> String {
 }
 
 /// Paths (relative to the modules directory) of the modules to insmod, in load order.
-pub fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
+fn load_order(modules_dir: &Path, wanted: &[&str]) -> Result<Vec<String>> {
     let dep_file = modules_dir.join("modules.dep");
     let text =
         fs::read_to_string(&dep_file).with_context(|| format!("reading {}", dep_file.display()))?;

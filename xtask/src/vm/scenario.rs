@@ -1,33 +1,23 @@
-//! One scenario run: host tools and guest binaries ready once, then per run a kernel, an
-//! initramfs with the script, fresh disks, a boot, and the results unpacked.
+//! A scenario on the busybox test bed: the guest binaries built once, then per run a boot of
+//! the runner with the script.
 use std::{
-    fs,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
-use anyhow::{Context as _, Result};
+use anyhow::{Result, bail};
 
-use super::{disks, initramfs, kernels, qemu};
+use super::runner::{self, Root};
 use crate::{
     cmd::{cargo, workspace_root},
     setup,
 };
 
-/// What the host needs to build and boot guests (facts.md §4).
-const HOST_PACKAGES: &[&str] = &[
-    "qemu-system-x86",
-    "busybox-static",
-    "e2fsprogs",
-    "cpio",
-    "kmod",
-    "xz-utils",
-];
+pub use runner::Done;
 
-/// Host side, ready to boot guests: tools installed, guest binaries built.
+/// Host side, ready to boot guests: the binaries they run are built.
 pub struct Guest {
     binaries: Vec<PathBuf>,
-    cache: PathBuf,
 }
 
 pub struct Run<'a> {
@@ -39,18 +29,10 @@ pub struct Run<'a> {
     pub echo: bool,
 }
 
-pub struct Done {
-    pub status: i32,
-    pub results: PathBuf,
-    pub wall: Duration,
-}
-
 impl Guest {
     /// `ioshield`: a prebuilt binary to test instead of this workspace's release build.
     pub fn prepare(ioshield: Option<&Path>) -> Result<Guest> {
-        setup::apt_install(HOST_PACKAGES)?;
-        let root = workspace_root();
-        let release = root.join("target/release");
+        let release = workspace_root().join("target/release");
         let ioshield = match ioshield {
             Some(bin) => {
                 cargo(&[
@@ -82,11 +64,10 @@ impl Guest {
             }
         };
         if !ioshield.is_file() {
-            anyhow::bail!("{} does not exist", ioshield.display());
+            bail!("{} does not exist", ioshield.display());
         }
         Ok(Guest {
             binaries: vec![ioshield, release.join("ioshield-load")],
-            cache: root.join("target/vm-cache"),
         })
     }
 
@@ -101,66 +82,16 @@ impl Guest {
     }
 
     pub fn run(&self, run: &Run) -> Result<Done> {
-        let started = Instant::now();
-        let kernel = kernels::fetch(run.series, &self.cache)?;
-        // Only what a previous run left: OUT may hold other things.
-        let _ = fs::remove_dir_all(run.out.join("results"));
-        fs::create_dir_all(run.out).with_context(|| format!("creating {}", run.out.display()))?;
-        // Per-run scratch space, so two runs (say, in two terminals) do not share disks.
-        let work = self
-            .cache
-            .join(format!("work/{}-{}", run.series, std::process::id()));
-        let _ = fs::remove_dir_all(&work);
-        fs::create_dir_all(&work)?;
-        let initrd = work.join("initrd.cpio");
-        initramfs::build(
-            &initramfs::Contents {
-                kernel: &kernel,
+        runner::run(&runner::Options {
+            series: run.series,
+            root: Root::Busybox {
                 binaries: &self.binaries,
-                scenario: run.script,
+                script: run.script,
                 env: run.env,
             },
-            &work.join("root"),
-            &initrd,
-        )?;
-        let (data, results) = (work.join("data.img"), work.join("results.img"));
-        let boot = qemu::Boot {
-            vmlinuz: &kernel.vmlinuz(),
-            initrd: &initrd,
-            data: &data,
-            results: &results,
+            out: run.out,
             timeout: run.timeout,
-            console_log: &run.out.join("console.log"),
             echo: run.echo,
-        };
-        let mut attempt = 1;
-        let extracted = loop {
-            let status = qemu::run(&boot, &|| disks::create(&data, &results));
-            let extracted = status.and_then(|s| {
-                disks::extract_results(&results, &run.out.join("results")).map(|()| s)
-            });
-            // Multi-threaded TCG occasionally crashes the guest kernel mid-run (seen on 6.12: an
-            // int3 oops in __folio_mark_dirty while tracepoint text was being patched): that is
-            // the emulator, not the scenario, so run it once more.
-            let panicked =
-                fs::read_to_string(boot.console_log).is_ok_and(|c| c.contains("Kernel panic"));
-            if extracted.is_err() && panicked && attempt < 2 {
-                eprintln!(
-                    "xtask: vm {}: the guest kernel panicked (see {}); running the scenario again",
-                    run.series,
-                    boot.console_log.display()
-                );
-                let _ = fs::remove_dir_all(run.out.join("results"));
-                attempt += 1;
-                continue;
-            }
-            break extracted;
-        };
-        let _ = fs::remove_dir_all(&work);
-        Ok(Done {
-            status: extracted?,
-            results: run.out.join("results"),
-            wall: started.elapsed(),
         })
     }
 }

@@ -2,6 +2,8 @@
 //! BPF programs load and count on that kernel; the short stall runs prove the test bed still
 //! reproduces the stall and that a mitigation removes it (compared within the same job, since
 //! the shared host makes absolute numbers noisy).
+mod smoke;
+
 use std::{
     fs,
     path::{Path, PathBuf},
@@ -9,7 +11,7 @@ use std::{
 };
 
 use anyhow::{Context as _, Result, bail};
-use serde_json::Value;
+use ioshield_tests::load::{metrics::Metrics, record::LoadRecord};
 
 use super::scenario::{Guest, Run};
 use crate::cmd::workspace_root;
@@ -66,7 +68,11 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             Ok((done.status, done.results))
         };
         let smoke_run = runner("smoke", "smoke.sh", &[]);
-        report(series, "smoke", smoke_run.and_then(|(s, r)| smoke(&r, s)));
+        report(
+            series,
+            "smoke",
+            smoke_run.and_then(|(s, r)| smoke::check(&r, s)),
+        );
 
         let stall_as = |name: &str, scenario: &str, extra: &[&str]| {
             let mut env: Vec<String> = STALL_ENV.iter().map(|s| s.to_string()).collect();
@@ -138,25 +144,23 @@ impl Pauses {
     }
 }
 
-fn read_json(path: &Path) -> Result<Value> {
-    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
 fn pauses(results: &Path) -> Result<Pauses> {
-    let metric = |load: &str, key: &str| -> Result<f64> {
-        read_json(&results.join(format!("{load}.json")))?["metrics"][key]
-            .as_f64()
-            .with_context(|| format!("{load}.json has no {key}"))
+    let metrics = |load: &str| -> Result<Metrics> {
+        LoadRecord::load(&results.join(format!("{load}.json")))?
+            .metrics
+            .with_context(|| format!("{load}.json has no metrics"))
     };
-    let longest = |load: &str| metric(load, "longest_pause_s");
-    let offender = read_json(&results.join("offender.json"))?;
+    let (control, write, multiwrite) = (
+        metrics("control")?,
+        metrics("write")?,
+        metrics("multiwrite")?,
+    );
     Ok(Pauses {
-        control: longest("control")?,
-        write: longest("write")?,
-        multiwrite: longest("multiwrite")?,
-        multiwrite_wait: metric("multiwrite", "wait_s")?,
-        offender_mb_s: offender["bytes_per_sec"].as_f64().unwrap_or(0.0) / 1e6,
+        control: control.longest_pause_s,
+        write: write.longest_pause_s,
+        multiwrite: multiwrite.longest_pause_s,
+        multiwrite_wait: multiwrite.wait_s,
+        offender_mb_s: LoadRecord::load(&results.join("offender.json"))?.bytes_per_sec / 1e6,
     })
 }
 
@@ -210,83 +214,4 @@ fn last_line(path: &Path) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("(no output)")
         .to_string()
-}
-
-/// The smoke run passes when `top` printed its samples, counted the offender's dirtied bytes on
-/// the data disk, and its mean rate over the samples agrees with the kernel's own accounting
-/// (/proc/PID/io). Not every sample must count it: the offender can sit a whole sample in the
-/// very flush stall the bed reproduces, which the agreement of the mean already accounts for.
-fn smoke(results: &Path, status: i32) -> Result<String> {
-    let data_dev = fs::read_to_string(results.join("data-dev"))?
-        .trim()
-        .to_string();
-    let pid: u64 = fs::read_to_string(results.join("offender.pid"))?
-        .trim()
-        .parse()
-        .context("offender.pid")?;
-    let top = fs::read_to_string(results.join("top.json"))?;
-    let samples: Vec<Value> = top
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .context("top.json is not one JSON object per line")?;
-    if samples.is_empty() || status != 0 {
-        // top's error is its first line; the verifier's listing may follow.
-        let log = fs::read_to_string(results.join("top.log")).unwrap_or_default();
-        let first = log.lines().next().unwrap_or("(no output)");
-        bail!("smoke.sh exited {status}; ioshield top: {first}");
-    }
-    let rates: Vec<f64> = samples
-        .iter()
-        .map(|s| {
-            s["processes"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|p| p["pid"].as_u64() == Some(pid) && p["device"] == data_dev.as_str())
-                .filter_map(|p| p["dirty_bytes_per_sec"].as_f64())
-                .sum()
-        })
-        .collect();
-    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
-    let kernel_rate = proc_io_rate(&results.join("offender-io.txt"))?;
-    let counted = rates.iter().filter(|&&r| r > 0.0).count();
-    let msg = format!(
-        "BPF loaded; offender counted on {data_dev} in {counted}/{} samples at {:.1} MB/s \
-         (samples {}), /proc/PID/io says {:.1} MB/s",
-        rates.len(),
-        mean / 1e6,
-        rates
-            .iter()
-            .map(|r| format!("{:.1}", r / 1e6))
-            .collect::<Vec<_>>()
-            .join("/"),
-        kernel_rate / 1e6
-    );
-    // The offender itself can sit a whole sample in the very flush stall the bed reproduces
-    // (seen on 6.12: nobody dirtied a page for 2 s), so not every sample must count it; what
-    // must hold is that it is seen, and at a rate the kernel's own accounting agrees with.
-    let ratio = mean / kernel_rate.max(1.0);
-    if counted == 0 || !(0.5..=1.5).contains(&ratio) {
-        bail!("{msg}; counted/kernel = {ratio:.2}, want 0.5-1.5");
-    }
-    Ok(msg)
-}
-
-/// write_bytes per second between the two lines `label uptime write_bytes` smoke.sh recorded.
-fn proc_io_rate(path: &Path) -> Result<f64> {
-    let text = fs::read_to_string(path)?;
-    let nums: Vec<Vec<f64>> = text
-        .lines()
-        .map(|l| {
-            l.split_whitespace()
-                .skip(1)
-                .filter_map(|x| x.parse().ok())
-                .collect()
-        })
-        .collect();
-    match nums.as_slice() {
-        [a, b] if a.len() == 2 && b.len() == 2 && b[0] > a[0] => Ok((b[1] - a[1]) / (b[0] - a[0])),
-        _ => bail!("{} is incomplete: {text:?}", path.display()),
-    }
 }
