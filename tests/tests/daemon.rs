@@ -196,6 +196,42 @@ fn a_restriction_outlives_its_root_while_its_children_write() {
     assert!(late.is_some(), "never released after the writers finished");
 }
 
+/// A fork storm overflows the lifecycle ring buffer (made small here, as a storm of a few
+/// thousand forks a second would the real one): a writer born in the middle of it, whose fork
+/// event may be lost, must still be found and restricted, and the loss must be reported.
+#[test]
+fn a_writer_born_in_a_fork_storm_is_still_restricted() {
+    let dir = scratch();
+    let mut daemon = Daemon::start_with(
+        dir.path(),
+        CONFIG,
+        &[("IOSHIELD_TEST_LIFECYCLE_BYTES", "4096")],
+    );
+    // Thousands of short-lived processes a second, for 12 s.
+    let mut storm = Command::new("sh")
+        .arg("-c")
+        .arg("end=$(( $(date +%s) + 12 )); while [ $(date +%s) -lt $end ]; do /bin/true; /bin/true; /bin/true; done")
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let mut w = writer(dir.path(), 150.0, 6.0, 1, 0.0);
+    let pid = w.id();
+    // This pid's line: on a shared machine someone else's backlog may be restricted first.
+    let line = daemon.wait_log(&format!("restrict pid {pid} "), Duration::from_secs(8));
+    let lost = daemon.wait_log("process events lost", Duration::from_secs(2));
+    let _ = storm.kill();
+    let _ = storm.wait();
+    let _ = w.kill();
+    let _ = w.wait();
+    println!("writer {pid}: {line:?}\n{lost:?}");
+    assert!(
+        line.as_deref()
+            .is_some_and(|l| l.contains(&format!("restrict pid {pid} (python3)"))),
+        "the writer is restricted despite the storm: {line:?}"
+    );
+    assert!(lost.is_some(), "the lost events are reported");
+}
+
 #[test]
 fn a_writer_that_calms_down_is_restored_after_the_hold() {
     let dir = scratch();

@@ -12,6 +12,8 @@ use zbus::{
 use super::method::ScopeLimits;
 use crate::system::{cgroups, host};
 
+/// How long a transient scope may take to start before the restriction counts as failed.
+const JOB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// What systemd reads as "no limit" for bandwidth and memory properties.
 const INFINITY: u64 = u64::MAX;
 
@@ -63,8 +65,20 @@ const CONFINEMENT: [&str; 7] = [
     "RestrictNetworkInterfaces",
 ];
 
+/// Every call to systemd gives up after this: a hung PID 1 must not stop the daemon's ticks or
+/// its SIGTERM handling for long.
+const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 pub struct Systemd {
-    conn: Connection,
+    /// Opened on first use and again after any failed call: `systemctl restart dbus` leaves a
+    /// dead connection behind, and every later lift would fail on it.
+    conn: std::sync::Mutex<Option<Connection>>,
+}
+
+fn connect() -> zbus::Result<Connection> {
+    zbus::blocking::connection::Builder::system()?
+        .method_timeout(CALL_TIMEOUT)
+        .build()
 }
 
 impl Systemd {
@@ -83,13 +97,30 @@ impl Systemd {
                     .into(),
             );
         }
-        let conn =
-            Connection::system().map_err(|e| format!("cannot reach systemd over D-Bus: {e}"))?;
-        Ok(Systemd { conn })
+        let conn = connect().map_err(|e| format!("cannot reach systemd over D-Bus: {e}"))?;
+        Ok(Systemd {
+            conn: std::sync::Mutex::new(Some(conn)),
+        })
     }
 
-    fn manager(&self) -> Result<ManagerProxyBlocking<'_>> {
-        ManagerProxyBlocking::new(&self.conn).context("systemd manager proxy")
+    fn connection(&self) -> Result<Connection> {
+        let mut conn = self.conn.lock().unwrap_or_else(|e| e.into_inner());
+        if conn.is_none() {
+            *conn = Some(connect().context("reconnecting to systemd over D-Bus")?);
+        }
+        Ok(conn.clone().expect("set above"))
+    }
+
+    /// Passes `result` on; after a failure the next call opens a new connection.
+    fn checked<T>(&self, result: Result<T>) -> Result<T> {
+        if result.is_err() {
+            *self.conn.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        }
+        result
+    }
+
+    fn manager(&self) -> Result<ManagerProxyBlocking<'static>> {
+        ManagerProxyBlocking::new(&self.connection()?).context("systemd manager proxy")
     }
 
     /// Moves `pids` into a new scope `unit` in `slice`, limited as given. The scope stops when
@@ -120,26 +151,59 @@ impl Systemd {
             props.push(("MemoryHigh", Value::from(m)));
         }
         props.extend(self.confinement(bound_to)?);
-        self.manager()?
-            .start_transient_unit(unit, "fail", &props, &[])
-            .with_context(|| format!("starting scope {unit}"))?;
-        Ok(())
+        let started = self.manager().and_then(|m| {
+            m.start_transient_unit(unit, "fail", &props, &[])
+                .with_context(|| format!("starting scope {unit}"))
+        });
+        self.checked(started)?;
+        self.wait_active(unit)
     }
 
+    /// `StartTransientUnit` returns once the job is queued; whether the scope started (and the
+    /// processes moved) is known only when the unit is active, or failed.
+    fn wait_active(&self, unit: &str) -> Result<()> {
+        let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+        loop {
+            let state = self
+                .property_of(unit, "Unit", "ActiveState")
+                .ok()
+                .and_then(|v| String::try_from(v).ok())
+                .unwrap_or_default();
+            match state.as_str() {
+                "active" => return Ok(()),
+                "failed" => anyhow::bail!("systemd could not start {unit} (its job failed)"),
+                _ if std::time::Instant::now() >= deadline => anyhow::bail!(
+                    "systemd did not start {unit} within {JOB_TIMEOUT:?} (state {state:?})"
+                ),
+                _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+            }
+        }
+    }
+
+    /// A property of the unit's type-specific interface (`Service`, `Scope`, ...).
     fn unit_property(&self, unit: &str, name: &str) -> Result<zbus::zvariant::OwnedValue> {
-        let path = self
-            .manager()?
-            .get_unit(unit)
-            .with_context(|| format!("looking up {unit}"))?;
         let kind = unit.rsplit('.').next().unwrap_or("service");
         let mut chars = kind.chars();
         let kind: String = chars
             .next()
             .map(|c| c.to_uppercase().chain(chars).collect())
             .unwrap_or_default();
+        self.property_of(unit, &kind, name)
+    }
+
+    fn property_of(
+        &self,
+        unit: &str,
+        kind: &str,
+        name: &str,
+    ) -> Result<zbus::zvariant::OwnedValue> {
+        let path = self
+            .manager()?
+            .get_unit(unit)
+            .with_context(|| format!("looking up {unit}"))?;
         let interface =
             zbus::names::InterfaceName::try_from(format!("org.freedesktop.systemd1.{kind}"))?;
-        let props = zbus::blocking::fdo::PropertiesProxy::builder(&self.conn)
+        let props = zbus::blocking::fdo::PropertiesProxy::builder(&self.connection()?)
             .destination("org.freedesktop.systemd1")?
             .path(path)?
             .build()?;
@@ -186,9 +250,11 @@ impl Systemd {
             ));
         }
         props.push(("MemoryHigh", Value::from(previous.memory_high)));
-        self.manager()?
-            .set_unit_properties(unit, true, &props)
-            .with_context(|| format!("restoring the limits of {unit}"))
+        let set = self.manager().and_then(|m| {
+            m.set_unit_properties(unit, true, &props)
+                .with_context(|| format!("restoring the limits of {unit}"))
+        });
+        self.checked(set)
     }
 
     /// Sets the scope's write limit on `device` and its MemoryHigh (none: unlimited).
@@ -206,9 +272,16 @@ impl Systemd {
             ),
             ("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))),
         ];
-        self.manager()?
-            .set_unit_properties(unit, true, &props)
-            .with_context(|| format!("setting the limits of {unit}"))
+        let set = self.manager().and_then(|m| {
+            m.set_unit_properties(unit, true, &props)
+                .with_context(|| format!("setting the limits of {unit}"))
+        });
+        self.checked(set)
+    }
+
+    /// Whether `unit` is known to systemd now (a scope is gone once its last process exited).
+    pub fn exists(&self, unit: &str) -> bool {
+        self.manager().is_ok_and(|m| m.get_unit(unit).is_ok())
     }
 
     /// Lifts the scope's limits; its processes stay in it until they exit.

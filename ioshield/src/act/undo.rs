@@ -36,8 +36,9 @@ impl Actuator {
             }
         }
         r.vanished += members.len() - alive.len();
-        if alive.is_empty() {
-            // systemd removed the scope with its last process: nothing left to lift.
+        if alive.is_empty() || !systemd.exists(unit) {
+            // systemd removed the scope with its last process (or never started it): nothing
+            // left to lift.
             return;
         }
         match systemd.lift(unit, device) {

@@ -110,7 +110,11 @@ impl Actuator {
             .systemd()?
             .start_scope(&unit, slice, original, &pids, limits)
         {
-            self.journal.forget(|c| *c == change)?;
+            // The job may still complete after we stopped waiting: keep the entry unless the
+            // scope is known not to exist, so that a late scope is lifted like any other.
+            if !self.systemd()?.exists(&unit) {
+                self.journal.forget(|c| *c == change)?;
+            }
             return Err(e);
         }
         Ok(unit)

@@ -172,7 +172,12 @@ impl Engine {
             self.metrics
                 .program_cost(&cost.name, cost.run_count, cost.run_time_ns);
         }
-        tree.follow(&sample.lifecycle, probe.features().lifecycle);
+        tree.follow(
+            &sample.lifecycle,
+            probe.features().lifecycle,
+            lost.lifecycle_events_dropped > 0,
+        );
+        tree.know(sample.writes.keys().map(|(pid, _)| *pid));
         self.rates.update(&sample, tree);
         self.bandwidth.observe(&sample);
         // The global dirty + writeback memory, not the bdi's own figure: before 6.10 debugfs

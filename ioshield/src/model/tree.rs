@@ -158,19 +158,24 @@ impl ProcessTree {
     }
 
     /// Brings the tree up to date after a sample: from its lifecycle events or, on kernels where
-    /// the probe gets none, from a fresh look at /proc (which misses short-lived processes).
-    pub fn follow(&mut self, events: &[Lifecycle], from_events: bool) {
+    /// the probe gets none, from a fresh look at the source (which misses short-lived
+    /// processes). `events_lost`: the kernel dropped events (a fork storm filled the ring
+    /// buffer), so the events alone may miss a new process or an exit; look again too.
+    pub fn follow(&mut self, events: &[Lifecycle], from_events: bool, events_lost: bool) {
         if from_events {
             for event in events {
                 self.apply(event);
             }
-            return;
+            if !events_lost {
+                return;
+            }
         }
         let live: HashMap<u32, ProcInfo> =
             self.source.scan().into_iter().map(|p| (p.pid, p)).collect();
         for (pid, node) in &mut self.nodes {
             match live.get(pid) {
-                Some(p) if p.start_time == node.start_time => {}
+                // The same process: its name may have changed by an exec whose event was lost.
+                Some(p) if p.start_time == node.start_time => node.comm.clone_from(&p.comm),
                 _ => node.exited = true,
             }
         }
@@ -182,6 +187,14 @@ impl ProcessTree {
             if !known {
                 self.nodes.insert(pid, info.into());
             }
+        }
+    }
+
+    /// Makes sure every process in `pids` (e.g. everyone who dirtied pages this tick) is known,
+    /// even if the event of its birth was lost.
+    pub fn know(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            self.ensure(pid);
         }
     }
 

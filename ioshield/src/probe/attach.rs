@@ -161,6 +161,9 @@ pub fn load_and_attach() -> Result<Loaded> {
     if let Some(n) = kernel::test_counter_entries() {
         loader.map_max_entries(map::COUNTERS, n);
     }
+    if let Some(n) = kernel::test_lifecycle_bytes() {
+        loader.map_max_entries(map::LIFECYCLE, n);
+    }
     let mut ebpf = loader.load(OBJECT).map_err(|e| {
         anyhow!(
             "the kernel refused ioshield's BPF maps or programs ({e}); is BPF enabled \

@@ -32,7 +32,11 @@ pub async fn run(opts: TopOptions) -> Result<()> {
             _ = tokio::signal::ctrl_c() => break,
         }
         let sample = probe.sample()?;
-        tree.follow(&sample.lifecycle, probe.features().lifecycle);
+        tree.follow(
+            &sample.lifecycle,
+            probe.features().lifecycle,
+            sample.lost.lifecycle_events_dropped > 0,
+        );
         let report = Report::build(&sample, &mut tree, &probe);
         if opts.json {
             println!("{}", serde_json::to_string(&report)?);

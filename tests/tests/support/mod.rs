@@ -229,6 +229,11 @@ pub struct Daemon {
 impl Daemon {
     /// `config` is the TOML body; `[daemon] state_file` is added to keep the test's state apart.
     pub fn start(dir: &Path, config: &str) -> Daemon {
+        Self::start_with(dir, config, &[])
+    }
+
+    /// As [`Daemon::start`], with extra environment for the daemon.
+    pub fn start_with(dir: &Path, config: &str, env: &[(&str, &str)]) -> Daemon {
         let state_file = dir.join("state/state.json");
         let socket = dir.join("state/ioshield.sock");
         let config_path = dir.join("ioshield.toml");
@@ -243,7 +248,7 @@ impl Daemon {
             format!("{ours}{config}")
         };
         std::fs::write(&config_path, body).unwrap();
-        let running = Running::start(&["daemon", "--config", config_path.to_str().unwrap()], &[]);
+        let running = Running::start(&["daemon", "--config", config_path.to_str().unwrap()], env);
         Daemon {
             log: running.startup.clone(),
             running: Some(running),

@@ -19,3 +19,12 @@ pub fn test_counter_entries() -> Option<u32> {
         .parse()
         .ok()
 }
+
+/// A smaller lifecycle ring buffer for tests of lost events (`IOSHIELD_TEST_LIFECYCLE_BYTES`,
+/// undocumented; a power of two, at least a page).
+pub fn test_lifecycle_bytes() -> Option<u32> {
+    std::env::var("IOSHIELD_TEST_LIFECYCLE_BYTES")
+        .ok()?
+        .parse()
+        .ok()
+}
