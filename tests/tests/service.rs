@@ -81,11 +81,11 @@ fn hold_connections(
 
 #[test]
 fn idle_connections_do_not_exhaust_the_daemon() {
-    const EACH: usize = 750;
+    const EACH: usize = 1500;
     allow_open_files(4 * EACH as u64);
     let dir = scratch();
     let port = free_port();
-    // The default soft limit of a process not started by systemd: 1500 idle clients exceed it.
+    // The default soft limit of a process not started by systemd: 3000 idle clients exceed it.
     let mut daemon = Daemon::start_limited(
         dir.path(),
         &format!("{CONFIG}\n[metrics]\nlisten = \"127.0.0.1:{port}\"\n"),
