@@ -30,7 +30,7 @@ pub fn generate(dir: &Path) -> Result<()> {
             clap_complete::generate_to(shell, &mut shown, "ioshield", dir).with_context(|| {
                 format!("cannot write the {shell} completion into {}", dir.display())
             })?;
-        println!("{}", path.display());
+        crate::output::print(&format!("{}\n", path.display()))?;
     }
     Ok(())
 }
@@ -53,6 +53,6 @@ fn write_man(cmd: &clap::Command, dir: &Path) -> Result<()> {
         .render(&mut page)
         .with_context(|| format!("cannot render the man page for {name}"))?;
     std::fs::write(&path, page).with_context(|| format!("cannot write {}", path.display()))?;
-    println!("{}", path.display());
+    crate::output::print(&format!("{}\n", path.display()))?;
     Ok(())
 }

@@ -81,9 +81,13 @@ pub struct TopArgs {
     pub rows: usize,
 }
 
-/// `--interval`: a duration longer than zero.
+/// `--interval`: from 100 ms (shorter windows are noise) to a day.
 fn parse_interval(s: &str) -> Result<Duration, String> {
-    crate::config::units::parse_positive_duration(s)
+    crate::config::units::parse_duration_within(
+        s,
+        Duration::from_millis(100),
+        Duration::from_secs(86_400),
+    )
 }
 
 #[cfg(test)]
@@ -95,6 +99,7 @@ mod tests {
         assert_eq!(parse_interval("2s").unwrap(), Duration::from_secs(2));
         assert_eq!(parse_interval("1.5").unwrap(), Duration::from_millis(1500));
         assert!(parse_interval("0s").is_err());
+        assert!(parse_interval("1e20").is_err());
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod display;
 mod journal;
 mod logging;
 mod model;
+mod output;
 mod probe;
 mod system;
 mod top;
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
     });
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.downcast_ref::<output::StdoutClosed>().is_some() => ExitCode::SUCCESS,
         Err(e) => {
             // One line a person can act on; the cause chain joined with ": ".
             eprintln!("ioshield: {e:#}");
@@ -71,12 +73,11 @@ fn main() -> ExitCode {
 
 fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
     let config = config::Config::load(file)?;
-    match &config.source {
-        Some(p) => println!("# {} is valid; effective configuration:", p.display()),
-        None => println!("# no configuration file; built-in defaults:"),
-    }
-    print!("{}", config.to_toml());
-    Ok(())
+    let head = match &config.source {
+        Some(p) => format!("# {} is valid; effective configuration:", p.display()),
+        None => "# no configuration file; built-in defaults:".to_string(),
+    };
+    output::print(&format!("{head}\n{}", config.to_toml()))
 }
 
 fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
@@ -86,9 +87,8 @@ fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
     };
     let s = daemon::status::query(&socket)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        output::print(&format!("{}\n", serde_json::to_string_pretty(&s)?))
     } else {
-        print!("{}", daemon::status::render(&s));
+        output::print(&daemon::status::render(&s))
     }
-    Ok(())
 }

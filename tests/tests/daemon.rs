@@ -206,6 +206,7 @@ fn a_writer_born_in_a_fork_storm_is_still_restricted() {
         dir.path(),
         CONFIG,
         &[("IOSHIELD_TEST_LIFECYCLE_BYTES", "4096")],
+        None,
     );
     // Thousands of short-lived processes a second, for 12 s.
     let mut storm = Command::new("sh")
@@ -451,7 +452,7 @@ fn config_errors_are_one_line_naming_file_line_and_key() {
     let cases = [
         (
             "[daemon]\ntick = \"1s\"\nticks = 2\n",
-            ":3: unknown field `ticks`",
+            ":3: daemon.ticks: unknown field `ticks`",
         ),
         (
             "[device.default]\nrelease_at = 0.8\n",
@@ -466,12 +467,32 @@ fn config_errors_are_one_line_naming_file_line_and_key() {
             "[daemon]\nparent_factor = 1.5\n",
             ":2: daemon.parent_factor:",
         ),
-        ("[device.default]\nhold = 10\n", ":2:"),
+        ("[device.default]\nhold = 10\n", ":2: device.default.hold:"),
+        // Values that used to panic (exit 101), or to be accepted and never work.
+        ("[daemon]\ntick = \"1e20\"\n", ":2: daemon.tick:"),
+        ("[daemon]\ntick = \"1ns\"\n", ":2: daemon.tick:"),
+        (
+            "[device.default]\nhold = \"99999999999999999999\"\n",
+            ":2: device.default.hold:",
+        ),
+        (
+            "[exclude]\ncomm = [\"longer-than-15-chars\"]\n",
+            ":2: exclude.comm:",
+        ),
+        (
+            "[exclude]\ncgroup = [\"system.slice/x.service\"]\n",
+            ":2: exclude.cgroup:",
+        ),
+        (
+            "[daemon]\nparent_factor = \"high\"\n",
+            ":2: daemon.parent_factor:",
+        ),
     ];
     for (text, expected) in cases {
         let path = dir.path().join("bad.toml");
         std::fs::write(&path, text).unwrap();
         let out = run(ioshield().arg("check-config").arg(&path));
+        assert_eq!(out.status.code(), Some(1), "{text:?}: {out:?}");
         let line = one_line_failure(&out);
         assert!(
             line.contains(&format!("{}{expected}", path.display())),
@@ -501,7 +522,7 @@ fn config_errors_are_one_line_naming_file_line_and_key() {
 #[test]
 fn status_and_metrics_show_the_offender() {
     let dir = scratch();
-    let port = 19000 + (std::process::id() % 1000) as u16;
+    let port = free_port();
     let textfile = dir.path().join("ioshield.prom");
     let mut daemon = Daemon::start(
         dir.path(),
@@ -553,16 +574,37 @@ fn status_and_metrics_show_the_offender() {
     let restrict = "ioshield_actions_total{action=\"restrict\",method=\"ioprio\",result=\"ok\"} 1";
     let file = std::fs::read_to_string(&textfile).unwrap();
     assert!(file.contains(restrict), "{file}");
-    assert!(file.contains("ioshield_offenders{device=\"/dev/"), "{file}");
+    // Labelled as node_exporter labels disks (`sda`, not `/dev/sda`), so the two join.
+    let device = disk_label(dir.path()).replace("/dev/", "");
+    assert!(
+        file.contains(&format!("ioshield_offenders{{device=\"{device}\"}} 1")),
+        "{file}"
+    );
+    assert!(file.contains("ioshield_build_info{version="), "{file}");
+    // node_exporter's textfile collector takes the classic format only, and all of it or nothing.
+    let (ok, said) = promtool_check(&file);
+    println!("promtool check metrics < textfile: ok={ok} {said:?}");
+    assert!(ok, "promtool rejects the textfile: {said}\n{file}");
+    assert!(!file.contains("# EOF"), "{file}");
     let mut http = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     std::io::Write::write_all(&mut http, b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = String::new();
-    std::io::Read::read_to_string(&mut http, &mut body).unwrap();
-    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    let mut response = String::new();
+    std::io::Read::read_to_string(&mut http, &mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200 OK"), "{head}");
+    // The Content-Type says which format the body is in, and promtool checks that one.
+    assert!(
+        head.lines()
+            .any(|l| l == "Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+        "{head}"
+    );
     assert!(
         body.contains(restrict) && body.contains("ioshield_dirtied_bytes_total"),
         "{body}"
     );
+    let (ok, said) = promtool_check(body);
+    println!("promtool check metrics < HTTP body: ok={ok} {said:?}");
+    assert!(ok, "promtool rejects the HTTP body: {said}\n{body}");
     w.kill().unwrap();
     w.wait().unwrap();
     let socket = daemon.socket.clone();

@@ -294,3 +294,22 @@ fn a_bad_interval_is_rejected_with_its_name() {
     assert!(stderr.contains("--interval"), "{stderr}");
     assert!(stderr.contains("soon"), "{stderr}");
 }
+
+#[test]
+fn a_reader_that_leaves_early_ends_top_quietly() {
+    // `head -1` exits after the first report; the next write meets a closed pipe (EPIPE).
+    let script = format!(
+        "{} top --json -n 5 --interval 200ms | head -1; echo \"top exited ${{PIPESTATUS[0]}}\" >&2",
+        ioshield_bin().display()
+    );
+    let out = run_within(
+        Command::new("bash").arg("-c").arg(&script),
+        std::time::Duration::from_secs(20),
+    )
+    .expect("the pipeline ends");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("top exited 0"), "{stderr}");
+    let first: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
+    assert!(first["processes"].is_array());
+}

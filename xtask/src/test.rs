@@ -4,8 +4,9 @@ use anyhow::Result;
 use crate::cmd::{cargo, command, run, workspace_root};
 
 pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
-    // systemd-analyze checks the unit's hardening; python3 drives the paced test writer.
-    crate::setup::apt_install(&["systemd", "python3"])?;
+    // systemd-analyze checks the unit's hardening; python3 drives the paced test writer;
+    // promtool (in `prometheus`) checks that the metrics are what a scraper accepts.
+    crate::setup::apt_install(&["systemd", "python3", "prometheus"])?;
     if lint {
         cargo(&["fmt", "--all", "--", "--check"])?;
         cargo(&[

@@ -1,14 +1,19 @@
 //! From TOML text to a validated [`Config`]. Spans are kept on every value that is checked
 //! after parsing, so an out-of-range value is reported with its line.
-use std::{fmt, ops::Range, path::Path};
+use std::{fmt, ops::Range, path::Path, time::Duration};
 
 use toml::Spanned;
 
 use super::{
-    ActionKind, Bandwidth, Config, DevicePolicy, MemoryHigh,
-    raw::{RawConfig, RawDevice},
-    units::{parse_bandwidth, parse_duration, parse_positive_duration},
+    ActionKind, Config, device::device_policy, exclude::exclude, keys::key_at, raw::RawConfig,
+    units::parse_duration_within,
 };
+
+/// `tick`: under 100 ms the daemon is a busy loop for nothing (rates move over seconds); over a
+/// minute it no longer protects anyone.
+const TICK: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(60));
+/// `tau` (and a device's `hold`, in device.rs): longer than a day is a typo.
+pub(super) const DAY: Duration = Duration::from_secs(86_400);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
@@ -46,20 +51,20 @@ pub fn load(path: &Path) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     text: &'a str,
     origin: &'a str,
 }
 
 impl Ctx<'_> {
-    fn line_of(&self, span: Range<usize>) -> usize {
+    pub(super) fn line_of(&self, span: Range<usize>) -> usize {
         self.text[..span.start.min(self.text.len())]
             .matches('\n')
             .count()
             + 1
     }
 
-    fn err(
+    pub(super) fn err(
         &self,
         span: Option<Range<usize>>,
         key: &str,
@@ -74,7 +79,7 @@ impl Ctx<'_> {
     }
 
     /// Applies `parse` to a spanned value, reporting failures at its line under `key`.
-    fn value<T, U>(
+    pub(super) fn value<T, U>(
         &self,
         v: &Option<Spanned<T>>,
         key: &str,
@@ -94,19 +99,19 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
         origin: origin.to_string(),
         line: e.span().map(|s| ctx.line_of(s)),
-        key: None,
+        key: e.span().and_then(|s| key_at(text, s.start)),
         message: e.message().trim().to_string(),
     })?;
     let mut config = Config::default();
 
     let d = &raw.daemon;
     if let Some(v) = ctx.value(&d.tick, "daemon.tick", |s: &String| {
-        parse_positive_duration(s)
+        parse_duration_within(s, TICK.0, TICK.1)
     })? {
         config.daemon.tick = v;
     }
     if let Some(v) = ctx.value(&d.tau, "daemon.tau", |s: &String| {
-        parse_positive_duration(s)
+        parse_duration_within(s, TICK.0, DAY)
     })? {
         config.daemon.tau = v;
     }
@@ -136,7 +141,17 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     if let Some(v) = ctx.value(&d.socket, "daemon.socket", absolute)? {
         config.daemon.socket = v;
     }
-    config.metrics.textfile = ctx.value(&raw.metrics.textfile, "metrics.textfile", absolute)?;
+    config.metrics.textfile = ctx.value(&raw.metrics.textfile, "metrics.textfile", |s| {
+        let path = absolute(s)?;
+        // node_exporter's textfile collector reads only *.prom files.
+        if path.extension().is_some_and(|e| e == "prom") {
+            Ok(path)
+        } else {
+            Err(format!(
+                "`{s}` does not end in .prom, so node_exporter would not read it"
+            ))
+        }
+    })?;
     config.metrics.listen = ctx.value(&raw.metrics.listen, "metrics.listen", |s: &String| {
         let addr: std::net::SocketAddr = s
             .parse()
@@ -151,9 +166,7 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     if let Some(v) = d.session_leaders {
         config.daemon.session_leaders = v;
     }
-    config.exclude.comm = raw.exclude.comm.clone();
-    config.exclude.uid = raw.exclude.uid.clone();
-    config.exclude.cgroup = raw.exclude.cgroup.clone();
+    config.exclude = exclude(&ctx, &raw.exclude)?;
 
     let default_raw = raw.device.get("default").cloned().unwrap_or_default();
     config.default_device = device_policy(&ctx, "default", &default_raw, &config.default_device)?;
@@ -164,119 +177,10 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     Ok(config)
 }
 
-fn device_policy(
-    ctx: &Ctx,
-    name: &str,
-    raw: &RawDevice,
-    base: &DevicePolicy,
-) -> Result<DevicePolicy, ConfigError> {
-    let key = |k: &str| {
-        if name.contains(['.', '/', ':']) {
-            format!("device.\"{name}\".{k}")
-        } else {
-            format!("device.{name}.{k}")
-        }
-    };
-    let fraction = |f: &f64| {
-        if *f > 0.0 && *f <= 10.0 {
-            Ok(*f)
-        } else {
-            Err(format!("{f} must be a positive fraction of the bandwidth"))
-        }
-    };
-    let mut p = base.clone();
-    if let Some(v) = ctx.value(&raw.bandwidth, &key("bandwidth"), |s: &String| {
-        if s.trim() == "auto" {
-            Ok(Bandwidth::Auto)
-        } else {
-            parse_bandwidth(s).map(Bandwidth::BytesPerSec)
-        }
-    })? {
-        p.bandwidth = v;
-    }
-    if let Some(v) = ctx.value(&raw.restrict_at, &key("restrict_at"), fraction)? {
-        p.restrict_at = v;
-    }
-    if let Some(v) = ctx.value(&raw.release_at, &key("release_at"), |f: &f64| {
-        if *f >= 0.0 {
-            Ok(*f)
-        } else {
-            Err(format!("{f} must not be negative"))
-        }
-    })? {
-        p.release_at = v;
-    }
-    if p.release_at >= p.restrict_at {
-        let span = raw
-            .release_at
-            .as_ref()
-            .or(raw.restrict_at.as_ref())
-            .map(|s| s.span());
-        let k = if raw.release_at.is_some() {
-            key("release_at")
-        } else {
-            key("restrict_at")
-        };
-        return Err(ctx.err(
-            span,
-            &k,
-            format!(
-                "release_at ({}) must be below restrict_at ({})",
-                p.release_at, p.restrict_at
-            ),
-        ));
-    }
-    if let Some(v) = ctx.value(&raw.hold, &key("hold"), |s: &String| parse_duration(s))? {
-        p.hold = v;
-    }
-    if let Some(v) = ctx.value(
-        &raw.max_flush_seconds,
-        &key("max_flush_seconds"),
-        |f: &f64| {
-            if *f >= 0.0 && f.is_finite() {
-                Ok(*f)
-            } else {
-                Err(format!(
-                    "{f} must be 0 (off) or a positive number of seconds"
-                ))
-            }
-        },
-    )? {
-        p.max_flush_seconds = v;
-    }
-    if let Some(v) = ctx.value(&raw.action, &key("action"), |s: &String| {
-        ActionKind::parse(s)
-    })? {
-        p.action = v;
-    }
-    if let Some(v) = ctx.value(&raw.limit, &key("limit"), |f: &f64| {
-        if *f > 0.0 && *f <= 1.0 {
-            Ok(*f)
-        } else {
-            Err(format!("{f} is not a fraction in (0, 1]"))
-        }
-    })? {
-        p.limit = v;
-    }
-    if let Some(v) = ctx.value(
-        &raw.memory_high,
-        &key("memory_high"),
-        |s: &String| match s.trim() {
-            "auto" => Ok(MemoryHigh::Auto),
-            "off" => Ok(MemoryHigh::Off),
-            size => parse_bandwidth(size)
-                .map(MemoryHigh::Bytes)
-                .map_err(|e| format!("{e}; or \"auto\", \"off\"")),
-        },
-    )? {
-        p.memory_high = v;
-    }
-    Ok(p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Bandwidth, DevicePolicy, MemoryHigh};
 
     fn err(text: &str) -> String {
         parse(text, "/etc/ioshield/ioshield.toml")
@@ -345,8 +249,8 @@ action = "cgroup"
     fn errors_name_file_line_and_key() {
         assert_eq!(
             err("[daemon]\ntick = \"1s\"\nbogus = 3\n"),
-            "/etc/ioshield/ioshield.toml:3: unknown field `bogus`, expected one of `tick`, `tau`, \
-             `parent_factor`, `action`, `state_file`, `socket`, `session_leaders`"
+            "/etc/ioshield/ioshield.toml:3: daemon.bogus: unknown field `bogus`, expected one of \
+             `tick`, `tau`, `parent_factor`, `action`, `state_file`, `socket`, `session_leaders`"
         );
         assert_eq!(
             err("[device.default]\nrestrict_at = 0.5\nrelease_at = 0.6\n"),
@@ -364,7 +268,10 @@ action = "cgroup"
             "{e}"
         );
         let e = err("[daemon]\nparent_factor = \"high\"\n");
-        assert!(e.starts_with("/etc/ioshield/ioshield.toml:2:"), "{e}");
+        assert!(
+            e.starts_with("/etc/ioshield/ioshield.toml:2: daemon.parent_factor: invalid type"),
+            "{e}"
+        );
         let e = err("[metrics]\nlisten = \"0.0.0.0:9814\"\n");
         assert!(
             e.starts_with("/etc/ioshield/ioshield.toml:2: metrics.listen:"),
@@ -372,5 +279,90 @@ action = "cgroup"
         );
         let e = err("[daemon]\naction = \"kill\"\n");
         assert!(e.contains("daemon.action") && e.contains("kill"), "{e}");
+    }
+
+    #[test]
+    fn every_value_is_bounded_and_every_error_names_its_key() {
+        let cases = [
+            (
+                "[daemon]\ntick = \"1e20\"\n",
+                "2: daemon.tick: `1e20` is not between 100ms and 1m",
+            ),
+            (
+                "[daemon]\ntick = \"1ns\"\n",
+                "2: daemon.tick: `1ns` is not between",
+            ),
+            ("[daemon]\ntick = \"2m\"\n", "2: daemon.tick:"),
+            (
+                "[daemon]\ntau = \"99999999999999999999\"\n",
+                "2: daemon.tau:",
+            ),
+            ("[daemon]\ntau = \"2days\"\n", "2: daemon.tau:"),
+            (
+                "[device.default]\nhold = \"99999999999999999999\"\n",
+                "2: device.default.hold: `99999999999999999999` is not between 0s and 1day",
+            ),
+            (
+                "[device.sda]\nhold = \"99999999999999999999s\"\n",
+                "2: device.sda.hold:",
+            ),
+            (
+                "[device.sda]\nhold = 10\n",
+                "2: device.sda.hold: invalid type",
+            ),
+            (
+                "[device.sda]\nmax_flush_seconds = 1e300\n",
+                "2: device.sda.max_flush_seconds:",
+            ),
+            (
+                "[device.sda]\nmemory_high = \"1kB\"\n",
+                "2: device.sda.memory_high:",
+            ),
+            (
+                "[device.sda]\nbandwidth = \"1e9GB/s\"\n",
+                "2: device.sda.bandwidth:",
+            ),
+            (
+                "[device.sda]\nrelease_at = 1e300\n",
+                "2: device.sda.release_at:",
+            ),
+            (
+                "[exclude]\ncomm = [\"sshd\",\n  \"a-name-too-long-to-match\"]\n",
+                "3: exclude.comm: `a-name-too-long-to-match` can never match",
+            ),
+            (
+                "[exclude]\ncomm = [\"sshd\", 5]\n",
+                "2: exclude.comm: invalid type",
+            ),
+            ("[exclude]\nuid = [-1]\n", "2: exclude.uid:"),
+            (
+                "[exclude]\ncgroup = [\"system.slice/x.service\"]\n",
+                "2: exclude.cgroup: `system.slice/x.service` can never match",
+            ),
+            (
+                "[metrics]\ntextfile = \"/var/lib/x.txt\"\n",
+                "2: metrics.textfile:",
+            ),
+            (
+                "[nonsense]\nx = 1\n",
+                "1: nonsense: unknown field `nonsense`",
+            ),
+        ];
+        for (text, expected) in cases {
+            let e = err(text);
+            assert!(
+                e.starts_with(&format!("/etc/ioshield/ioshield.toml:{expected}")),
+                "{text:?}: {e}"
+            );
+        }
+        let ok = parse(
+            "[daemon]\ntick = \"100ms\"\ntau = \"1d\"\n[exclude]\ncomm = [\"exactly15chars!\"]\n\
+             [device.default]\nhold = \"0s\"\n",
+            "t",
+        )
+        .unwrap();
+        assert_eq!(ok.daemon.tick, std::time::Duration::from_millis(100));
+        assert_eq!(ok.default_device.hold, std::time::Duration::ZERO);
+        let _: &DevicePolicy = &ok.default_device;
     }
 }

@@ -1,6 +1,9 @@
 //! The daemon's configuration: parsed and validated here, consumed as typed values elsewhere.
 //! Works with no file at all; every error names the file, line and key.
+mod device;
+mod exclude;
 mod file;
+mod keys;
 mod raw;
 pub mod units;
 

@@ -34,11 +34,11 @@ pub(super) struct RawDaemon {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawExclude {
     #[serde(default)]
-    pub(super) comm: Vec<String>,
+    pub(super) comm: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) uid: Vec<u32>,
     #[serde(default)]
-    pub(super) cgroup: Vec<String>,
+    pub(super) cgroup: Vec<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -162,7 +162,7 @@ impl DiskRuntime {
             r.vanished
         );
         fx.log.decided(root, "release", message);
-        fx.metrics.restored.inc_by(r.restored as u64);
+        fx.metrics.undone_changes.inc_by(r.restored as u64);
         fx.metrics.action("release", method, r.errors.is_empty());
         for k in &r.kept {
             tracing::info!("{k}");

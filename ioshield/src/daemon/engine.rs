@@ -199,7 +199,7 @@ impl Engine {
             self.step_disk(&disk, now, tree, actuator, backlog);
         }
         let retried = actuator.retry_pending();
-        self.metrics.restored.inc_by(retried.restored as u64);
+        self.metrics.undone_changes.inc_by(retried.restored as u64);
         if retried.restored > 0 {
             tracing::info!("undone on a later try: {} restored", retried.restored);
         }

@@ -5,11 +5,12 @@ use std::{
     sync::{Arc, atomic::AtomicU64},
 };
 
+use super::{classic, serve};
 use crate::{model::sample::Sample, system::devices::Disk};
 use anyhow::{Context as _, Result};
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family, gauge::Gauge, info::Info},
+    metrics::{counter::Counter, family::Family, gauge::Gauge},
     registry::Registry,
 };
 use tokio::{
@@ -20,7 +21,21 @@ use tokio::{
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct DeviceLabel {
+    /// The kernel's name (`sda`), as node_exporter labels disks, so the two join.
     pub device: String,
+}
+
+impl DeviceLabel {
+    fn of(disk: &Disk) -> Self {
+        DeviceLabel {
+            device: disk.name.clone().unwrap_or_else(|| disk.label()),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VersionLabel {
+    version: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -53,7 +68,7 @@ pub struct Metrics {
     pub offenders: Family<DeviceLabel, Gauge>,
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
     pub actions: Family<ActionLabel, Counter>,
-    pub restored: Counter,
+    pub undone_changes: Counter,
     pub pending_undos: Gauge,
     pub lost: Family<LostLabel, Counter>,
     pub program_runs: Family<ProgramLabel, Counter>,
@@ -71,7 +86,7 @@ impl Metrics {
             offenders: Family::default(),
             bandwidth: Family::default(),
             actions: Family::default(),
-            restored: Counter::default(),
+            undone_changes: Counter::default(),
             pending_undos: Gauge::default(),
             lost: Family::default(),
             program_runs: Family::default(),
@@ -105,9 +120,10 @@ impl Metrics {
             m.actions.clone(),
         );
         registry.register(
-            "restored",
-            "Changes undone (priorities restored, processes moved back)",
-            m.restored.clone(),
+            "undone_changes",
+            "Changes undone on release: thread I/O priorities restored, processes moved back, \
+             systemd scope members whose limits were lifted",
+            m.undone_changes.clone(),
         );
         registry.register(
             "pending_undos",
@@ -129,11 +145,14 @@ impl Metrics {
             "Time spent in each BPF program (counted while kernel.bpf_stats_enabled=1)",
             m.program_seconds.clone(),
         );
-        registry.register(
-            "build",
-            "ioshield's version",
-            Info::new(vec![("version", env!("CARGO_PKG_VERSION"))]),
-        );
+        // A gauge of 1, not an OpenMetrics info: the classic format has no info type.
+        let build = Family::<VersionLabel, Gauge>::default();
+        build
+            .get_or_create(&VersionLabel {
+                version: env!("CARGO_PKG_VERSION").into(),
+            })
+            .set(1);
+        registry.register("build_info", "ioshield's version", build);
         Metrics { registry, ..m }
     }
 
@@ -161,9 +180,7 @@ impl Metrics {
                 .inc_by(n);
         }
         for ((_, disk), delta) in &sample.writes {
-            let label = DeviceLabel {
-                device: disk.label(),
-            };
+            let label = DeviceLabel::of(disk);
             self.dirtied_bytes
                 .get_or_create(&label)
                 .inc_by(delta.dirtied_bytes);
@@ -175,9 +192,7 @@ impl Metrics {
 
     /// A disk's current bandwidth and whether an offender is restricted on it.
     pub fn disk(&self, disk: &Disk, bandwidth: f64, restricted: bool) {
-        let label = DeviceLabel {
-            device: disk.label(),
-        };
+        let label = DeviceLabel::of(disk);
         self.bandwidth.get_or_create(&label).set(bandwidth);
         self.offenders
             .get_or_create(&label)
@@ -201,34 +216,35 @@ impl Metrics {
             .inc_by(run_ns.saturating_sub(t0) as f64 / 1e9);
     }
 
+    /// The classic Prometheus text format (see [`classic`]), for the textfile and HTTP alike.
     pub fn render(&self) -> String {
         let mut out = String::new();
         // Encoding into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
-        out
+        classic::from_openmetrics(&out)
     }
 }
 
-/// Serves the latest rendering over plain HTTP on a loopback address.
+/// Serves the latest rendering over plain HTTP on a loopback address. Any request gets it:
+/// the daemon serves nothing else.
 pub async fn serve(addr: std::net::SocketAddr, text: watch::Receiver<Arc<String>>) -> Result<()> {
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("metrics: listening on {addr}"))?;
-    tokio::spawn(async move {
-        while let Ok((mut stream, _)) = listener.accept().await {
-            let body = text.borrow().clone();
-            tokio::spawn(async move {
-                let mut request = [0u8; 1024];
-                let _ = stream.read(&mut request).await;
-                let head = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = stream.write_all(head.as_bytes()).await;
-                let _ = stream.write_all(body.as_bytes()).await;
-                let _ = stream.shutdown().await;
-            });
+    serve::spawn(format!("metrics on {addr}"), listener, move |mut stream| {
+        let body = text.borrow().clone();
+        async move {
+            let mut request = [0u8; 1024];
+            let _ = stream.read(&mut request).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n",
+                classic::CONTENT_TYPE,
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
         }
     });
     Ok(())
@@ -249,9 +265,10 @@ mod tests {
     fn names_follow_prometheus_conventions() {
         let m = Metrics::new();
         m.dirtied_bytes
-            .get_or_create(&DeviceLabel {
-                device: "/dev/vdb".into(),
-            })
+            .get_or_create(&DeviceLabel::of(&Disk {
+                id: Default::default(),
+                name: Some("vdb".into()),
+            }))
             .inc_by(4096);
         m.actions
             .get_or_create(&ActionLabel {
@@ -262,13 +279,24 @@ mod tests {
             .inc();
         let text = m.render();
         assert!(
-            text.contains("ioshield_dirtied_bytes_total{device=\"/dev/vdb\"} 4096"),
+            text.contains("ioshield_dirtied_bytes_total{device=\"vdb\"} 4096"),
             "{text}"
         );
         assert!(text.contains(
             "ioshield_actions_total{action=\"restrict\",method=\"cgroup\",result=\"ok\"} 1"
         ));
-        assert!(text.contains("ioshield_build_info{version=\""), "{text}");
-        assert!(text.contains("# TYPE ioshield_restored counter"), "{text}");
+        assert!(text.contains("# TYPE ioshield_build_info gauge"), "{text}");
+        assert!(
+            text.contains(&format!(
+                "ioshield_build_info{{version=\"{}\"}} 1\n",
+                env!("CARGO_PKG_VERSION")
+            )),
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE ioshield_undone_changes_total counter\n"),
+            "{text}"
+        );
+        assert!(!text.contains("# EOF"), "{text}");
     }
 }

@@ -1,10 +1,13 @@
 //! `ioshield daemon`: ticks the pipeline (probe -> rates -> offenders -> actions), reloads its
 //! configuration on SIGHUP, and puts everything back on SIGTERM/SIGINT.
+mod classic;
 mod decisions;
 mod disk;
 mod engine;
+mod instance;
 mod metrics;
 mod ratelimit;
+mod serve;
 pub mod status;
 
 use std::{path::PathBuf, sync::Arc};
@@ -24,6 +27,8 @@ use engine::Engine;
 
 pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let config = Config::load(config_path.as_deref())?;
+    // Before the journal is read: another instance's live journal is not a crash's leftovers.
+    let _instance = instance::InstanceLock::acquire(&config.daemon.state_file)?;
     let (journal, leftovers) = Journal::open(&config.daemon.state_file)?;
     let systemd = Systemd::detect();
     let cgroupfs = Cgroupfs::detect();

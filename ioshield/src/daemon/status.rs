@@ -10,7 +10,7 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use tokio::{io::AsyncWriteExt as _, net::UnixListener, sync::watch};
 
-use super::disk::DiskRuntime;
+use super::{disk::DiskRuntime, serve};
 use crate::{
     act::{CgroupAction, Method},
     config::Config,
@@ -124,16 +124,19 @@ impl StatusServer {
         let _ = std::fs::remove_file(path);
         let listener =
             UnixListener::bind(path).with_context(|| format!("listening on {}", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-        tokio::spawn(async move {
-            while let Ok((mut stream, _)) = listener.accept().await {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("making {} root-only", path.display()))?;
+        serve::spawn(
+            format!("status socket {}", path.display()),
+            listener,
+            move |mut stream| {
                 let doc = snapshots.borrow().clone();
-                tokio::spawn(async move {
+                async move {
                     let _ = stream.write_all(doc.as_bytes()).await;
                     let _ = stream.shutdown().await;
-                });
-            }
-        });
+                }
+            },
+        );
         Ok(StatusServer {
             path: path.to_path_buf(),
         })
@@ -155,8 +158,12 @@ pub fn query(socket: &Path) -> Result<Status> {
             socket.display()
         )
     })?;
+    // A daemon that accepts but never answers must not hang the caller.
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
     let mut text = String::new();
-    stream.read_to_string(&mut text)?;
+    stream
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading the daemon's answer on {}", socket.display()))?;
     serde_json::from_str(&text).context("the daemon's answer is not a status document")
 }
 

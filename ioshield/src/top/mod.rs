@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
-use crate::{model::tree::ProcessTree, probe::Probe};
+use crate::{model::tree::ProcessTree, output, probe::Probe};
 pub use report::Report;
 
 pub struct TopOptions {
@@ -39,12 +39,10 @@ pub async fn run(opts: TopOptions) -> Result<()> {
         );
         let report = Report::build(&sample, &mut tree, &probe);
         if opts.json {
-            println!("{}", serde_json::to_string(&report)?);
+            output::print(&format!("{}\n", serde_json::to_string(&report)?))?;
         } else {
-            if opts.watch && shown > 0 {
-                println!();
-            }
-            print!("{}", table::render(&report, opts.rows));
+            let gap = if opts.watch && shown > 0 { "\n" } else { "" };
+            output::print(&format!("{gap}{}", table::render(&report, opts.rows)))?;
         }
         tree.prune_exited();
     }

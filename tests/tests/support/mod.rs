@@ -77,10 +77,31 @@ pub struct Running {
 impl Running {
     /// Starts `ioshield --log info ARGS...` and waits until its probes are attached.
     pub fn start(args: &[&str], env: &[(&str, &str)]) -> Running {
+        Running::start_limited(args, env, None)
+    }
+
+    /// As [`Running::start`], with at most `nofile` open files (RLIMIT_NOFILE) when given.
+    pub fn start_limited(args: &[&str], env: &[(&str, &str)], nofile: Option<u64>) -> Running {
         let mut cmd = ioshield();
         cmd.args(["--log", "info"]).args(args);
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        if let Some(n) = nofile {
+            use std::os::unix::process::CommandExt as _;
+            // SAFETY: setrlimit is async-signal-safe; nothing else runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    let limit = libc::rlimit {
+                        rlim_cur: n,
+                        rlim_max: n,
+                    };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
         }
         let mut child = cmd
             .stdout(Stdio::piped())
@@ -126,6 +147,11 @@ impl Running {
         self.child.id()
     }
 
+    /// Whether it has not exited yet.
+    pub fn alive(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
     /// Waits for exit; returns (status success, stdout, stderr lines after start-up).
     pub fn finish(self) -> (bool, String, Vec<String>) {
         let out = self.child.wait_with_output().expect("ioshield output");
@@ -140,6 +166,72 @@ impl Running {
 
 pub fn run(cmd: &mut Command) -> Output {
     cmd.output().expect("run command")
+}
+
+/// Runs `cmd` to its end, or kills it after `limit` and returns `None`.
+pub fn run_within(cmd: &mut Command, limit: Duration) -> Option<Output> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn command");
+    let done = wait_for(limit, || child.try_wait().unwrap().is_some()).is_some();
+    if !done {
+        let _ = child.kill();
+    }
+    let out = child.wait_with_output().expect("command output");
+    done.then_some(out)
+}
+
+/// A loopback TCP port nothing listens on right now: the kernel picks it for a bind to port 0.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// `promtool check metrics` on `text`: whether Prometheus's own checker accepts it, and what it
+/// said.
+pub fn promtool_check(text: &str) -> (bool, String) {
+    use std::io::Write as _;
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (Debian package `prometheus`; `cargo xtask test` installs it)");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), said)
+}
+
+/// Lets this process open `n` files, for tests that hold many connections.
+pub fn allow_open_files(n: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: plain syscalls on a local struct.
+    unsafe {
+        assert_eq!(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit), 0);
+        if limit.rlim_cur < n {
+            limit.rlim_cur = n.min(limit.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_NOFILE, &limit), 0);
+        }
+    }
 }
 
 /// The single stderr line of a failed run, checked to be one line and non-zero exit.
@@ -229,11 +321,16 @@ pub struct Daemon {
 impl Daemon {
     /// `config` is the TOML body; `[daemon] state_file` is added to keep the test's state apart.
     pub fn start(dir: &Path, config: &str) -> Daemon {
-        Self::start_with(dir, config, &[])
+        Self::start_with(dir, config, &[], None)
     }
 
-    /// As [`Daemon::start`], with extra environment for the daemon.
-    pub fn start_with(dir: &Path, config: &str, env: &[(&str, &str)]) -> Daemon {
+    /// As [`Daemon::start`], with extra environment and at most `nofile` open files when given.
+    pub fn start_with(
+        dir: &Path,
+        config: &str,
+        env: &[(&str, &str)],
+        nofile: Option<u64>,
+    ) -> Daemon {
         let state_file = dir.join("state/state.json");
         let socket = dir.join("state/ioshield.sock");
         let config_path = dir.join("ioshield.toml");
@@ -248,7 +345,11 @@ impl Daemon {
             format!("{ours}{config}")
         };
         std::fs::write(&config_path, body).unwrap();
-        let running = Running::start(&["daemon", "--config", config_path.to_str().unwrap()], env);
+        let running = Running::start_limited(
+            &["daemon", "--config", config_path.to_str().unwrap()],
+            env,
+            nofile,
+        );
         Daemon {
             log: running.startup.clone(),
             running: Some(running),
@@ -268,6 +369,10 @@ impl Daemon {
 
     pub fn pid(&self) -> u32 {
         self.running.as_ref().unwrap().pid()
+    }
+
+    pub fn alive(&mut self) -> bool {
+        self.running.as_mut().is_some_and(Running::alive)
     }
 
     pub fn signal(&self, sig: nix::sys::signal::Signal) {
