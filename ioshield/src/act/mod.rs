@@ -1,9 +1,12 @@
 //! Actions: the only module that changes the system. Every change is recorded in the journal
 //! before it is made, and undone on release, on exit, and by the next instance after a crash.
 pub mod cgroup;
+mod cgroup_moves;
+mod demote;
 pub mod identity;
 pub mod ioprio;
 pub mod method;
+mod pending;
 pub mod placement;
 pub mod systemd;
 mod undo;
@@ -17,11 +20,10 @@ use std::{
 use anyhow::{Result, anyhow};
 
 use crate::{
-    journal::{Change, Identity, Journal},
+    journal::{Change, Journal},
     system::{cgroups, procfs},
 };
 use cgroup::Cgroupfs;
-use identity::PidFd;
 pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits};
 use systemd::Systemd;
 
@@ -65,18 +67,6 @@ impl UndoReport {
     }
 }
 
-/// An undo that failed, waiting for its next try.
-struct Pending {
-    change: Change,
-    next_try: std::time::Instant,
-    tries: u32,
-}
-
-/// Back-off between tries of a failed undo: 1 s, 2 s, 4 s, ... up to 5 minutes.
-fn backoff(tries: u32) -> std::time::Duration {
-    std::time::Duration::from_secs(1u64 << tries.min(8)).min(std::time::Duration::from_secs(300))
-}
-
 struct Active {
     method: Method,
     /// The restricted root's cgroup before we moved it: where newcomers go back on release.
@@ -97,7 +87,7 @@ pub struct Actuator {
     systemd: Option<Systemd>,
     active: HashMap<u64, Active>,
     /// Undos that failed; never forgotten, retried with back-off (`retry_pending`).
-    pending: Vec<Pending>,
+    pending: Vec<pending::Pending>,
     next_id: u64,
     /// Makes scope names unique across restarts: systemd keeps a released scope until its
     /// processes exit, and a restarted daemon counts restrictions from 1 again.
@@ -138,62 +128,6 @@ impl Actuator {
         let mut report = self.undo(&leftovers);
         self.settle(&leftovers, &mut report);
         report
-    }
-
-    /// After undoing `changes`: forgets those that were undone, keeps those that failed in the
-    /// journal and queues them to be tried again.
-    fn settle(&mut self, changes: &[Change], report: &mut UndoReport) {
-        let failed = report.failed.clone();
-        if let Err(e) = self
-            .journal
-            .forget(|c| changes.contains(c) && !failed.contains(c))
-        {
-            report
-                .errors
-                .push(format!("updating the state file: {e:#}"));
-        }
-        for change in failed {
-            if !self.pending.iter().any(|p| p.change == change) {
-                self.pending.push(Pending {
-                    change,
-                    next_try: std::time::Instant::now() + backoff(0),
-                    tries: 1,
-                });
-            }
-        }
-    }
-
-    /// Tries failed undos again whose back-off has passed. Returns what this attempt did.
-    pub fn retry_pending(&mut self) -> UndoReport {
-        let now = std::time::Instant::now();
-        let due: Vec<Change> = self
-            .pending
-            .iter()
-            .filter(|p| p.next_try <= now)
-            .map(|p| p.change.clone())
-            .collect();
-        let mut total = UndoReport::default();
-        for change in due {
-            let mut report = self.undo(std::slice::from_ref(&change));
-            if report.failed.is_empty() {
-                self.pending.retain(|p| p.change != change);
-                if let Err(e) = self.journal.forget(|c| *c == change) {
-                    report
-                        .errors
-                        .push(format!("updating the state file: {e:#}"));
-                }
-            } else if let Some(p) = self.pending.iter_mut().find(|p| p.change == change) {
-                p.next_try = now + backoff(p.tries);
-                p.tries += 1;
-            }
-            total.merge(report);
-        }
-        total
-    }
-
-    /// Undos that failed and wait for another try.
-    pub fn pending_undos(&self) -> usize {
-        self.pending.len()
     }
 
     /// Restricts the subtree `members` (root first). Returns the restriction's id.
@@ -242,20 +176,6 @@ impl Actuator {
         Ok(Restricted { id, how })
     }
 
-    fn demote_all(
-        &mut self,
-        id: u64,
-        root: u32,
-        members: &[u32],
-        active: &mut Active,
-    ) -> Result<()> {
-        active.root_previous = ioprio::get(root).ok();
-        for &pid in members {
-            self.demote_process(id, pid)?;
-        }
-        Ok(())
-    }
-
     /// The processes (for ioprio: threads) that still live inside a restriction, whoever started
     /// them: a restriction is judged by what lives in it, not by whether its first process is
     /// still there. `None` when it cannot tell (a dry run changes nothing to look at).
@@ -287,49 +207,6 @@ impl Actuator {
             ),
             _ => None,
         }
-    }
-
-    /// Keeps a restriction complete as its subtree changes: threads and children born since
-    /// inherited the idle class, so record them to be restored too.
-    pub fn sweep(&mut self, id: u64, members: &[u32]) -> Result<()> {
-        let Some(active) = self.active.get(&id) else {
-            return Ok(());
-        };
-        if active.method != Method::Ioprio {
-            return Ok(());
-        }
-        let previous = active.root_previous.unwrap_or(0);
-        let known: HashSet<Identity> = self
-            .journal
-            .changes()
-            .iter()
-            .filter_map(|c| match c {
-                Change::Ioprio {
-                    restriction,
-                    thread,
-                    ..
-                } if *restriction == id => Some(*thread),
-                _ => None,
-            })
-            .collect();
-        let mut born = Vec::new();
-        for &pid in members {
-            for tid in procfs::threads(pid) {
-                let Some(thread) = identity::of_thread(tid) else {
-                    continue;
-                };
-                if known.contains(&thread) || ioprio::get(tid).ok() != Some(ioprio::IDLE) {
-                    continue;
-                }
-                born.push(Change::Ioprio {
-                    restriction: id,
-                    thread,
-                    previous,
-                    applied: ioprio::IDLE,
-                });
-            }
-        }
-        self.journal.record_all(born)
     }
 
     pub fn release(&mut self, id: u64) -> UndoReport {
@@ -390,53 +267,6 @@ impl Actuator {
         report
     }
 
-    fn demote_process(&mut self, id: u64, pid: u32) -> Result<()> {
-        let pidfd = PidFd::open(pid);
-        let mut planned = Vec::new();
-        for tid in procfs::threads(pid) {
-            let (Some(thread), Ok(previous)) = (identity::of_thread(tid), ioprio::get(tid)) else {
-                continue;
-            };
-            // A thread with an explicit class got it from someone (an admin's ionice, the
-            // program itself): not ours to change.
-            if ioprio::class(previous) != ioprio::CLASS_NONE {
-                if tid == pid {
-                    tracing::info!(
-                        "pid {pid} thread {tid}: I/O priority {} was set by hand, left as is",
-                        ioprio::describe(previous)
-                    );
-                }
-                continue;
-            }
-            planned.push(Change::Ioprio {
-                restriction: id,
-                thread,
-                previous,
-                applied: ioprio::IDLE,
-            });
-        }
-        // One write of the state file for all threads, before any of them changes.
-        self.journal.record_all(planned.iter().cloned())?;
-        let mut not_done = Vec::new();
-        for change in planned {
-            if let Change::Ioprio { thread, .. } = &change
-                && let Err(e) = ioprio::set(thread.id, ioprio::IDLE)
-            {
-                tracing::debug!("ioprio_set({}): {e}", thread.id);
-                not_done.push(change);
-            }
-        }
-        if !not_done.is_empty() {
-            self.journal.forget(|c| not_done.contains(c))?;
-        }
-        if pidfd.is_some_and(|fd| !fd.alive()) {
-            // It exited while we worked; a recycled thread id could have been hit. The journal
-            // identity (with start time) keeps release from touching an unrelated thread.
-            tracing::debug!("pid {pid} exited while being restricted");
-        }
-        Ok(())
-    }
-
     /// Sets a held restriction's limits to `method`'s, e.g. once the disk's speed is measured.
     /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
     /// lifting the scope's limits undoes, so there is nothing new to journal. Returns whether
@@ -454,7 +284,7 @@ impl Actuator {
                     .cgroupfs
                     .as_ref()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
-                write_limits(fs, cg, l)?;
+                cgroup_moves::write_limits(fs, cg, l)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
                 let systemd = self
@@ -469,81 +299,4 @@ impl Actuator {
         active.method = method.clone();
         Ok(true)
     }
-
-    fn create_cgroup(
-        &mut self,
-        fs: &Cgroupfs,
-        id: u64,
-        root: u32,
-        limits: &CgroupLimits,
-    ) -> Result<PathBuf> {
-        let parent = PathBuf::from("/").join(cgroup::PARENT);
-        let mut controllers = vec!["io"];
-        if limits.memory_high.is_some() {
-            controllers.push("memory");
-        }
-        if !fs.exists(&parent) {
-            self.journal.record(Change::CgroupCreated {
-                restriction: SHARED,
-                path: parent.clone(),
-            })?;
-            fs.create(&parent)?;
-        }
-        for at in [PathBuf::from("/"), parent.clone()] {
-            for c in &controllers {
-                if !fs.controller_enabled(&at, c) {
-                    self.journal.record(Change::ControllerEnabled {
-                        path: at.clone(),
-                        controller: c.to_string(),
-                    })?;
-                    fs.set_controller(&at, c, true)?;
-                }
-            }
-        }
-        let cg = parent.join(format!("r{id}-{root}"));
-        self.journal.record(Change::CgroupCreated {
-            restriction: id,
-            path: cg.clone(),
-        })?;
-        fs.create(&cg)?;
-        write_limits(fs, &cg, limits)?;
-        Ok(cg)
-    }
-
-    fn move_into(&mut self, fs: &Cgroupfs, id: u64, pid: u32, to: &Path) -> Result<()> {
-        let (Some(process), Some(from)) = (identity::of_process(pid), cgroups::of_process(pid))
-        else {
-            return Ok(());
-        };
-        if from.starts_with(Path::new("/").join(cgroup::PARENT)) {
-            return Ok(());
-        }
-        let change = Change::CgroupMove {
-            restriction: id,
-            process,
-            from,
-            to: to.to_path_buf(),
-        };
-        self.journal.record(change.clone())?;
-        if let Err(e) = fs.move_process(pid, to) {
-            tracing::debug!("moving {pid}: {e}");
-            self.journal.forget(|c| *c == change)?;
-        }
-        Ok(())
-    }
-}
-
-fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits) -> Result<()> {
-    match limits.weight {
-        Some(w) => fs.write_file(cg, "io.weight", &format!("default {w}"))?,
-        None => fs.write_file(
-            cg,
-            "io.max",
-            &format!("{} wbps={}", limits.dev, limits.wbps),
-        )?,
-    }
-    if let Some(m) = limits.memory_high {
-        fs.write_file(cg, "memory.high", &m.to_string())?;
-    }
-    Ok(())
 }

@@ -1,0 +1,87 @@
+//! The cgroup action through cgroupfs (hosts without systemd): ioshield's own cgroup with the
+//! limits, and the subtree moved into it, every step journaled first.
+use std::path::{Path, PathBuf};
+
+use anyhow::Result;
+
+use super::{Actuator, CgroupLimits, SHARED, cgroup, cgroup::Cgroupfs, identity};
+use crate::{journal::Change, system::cgroups};
+
+impl Actuator {
+    pub(super) fn create_cgroup(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        root: u32,
+        limits: &CgroupLimits,
+    ) -> Result<PathBuf> {
+        let parent = PathBuf::from("/").join(cgroup::PARENT);
+        let mut controllers = vec!["io"];
+        if limits.memory_high.is_some() {
+            controllers.push("memory");
+        }
+        if !fs.exists(&parent) {
+            self.journal.record(Change::CgroupCreated {
+                restriction: SHARED,
+                path: parent.clone(),
+            })?;
+            fs.create(&parent)?;
+        }
+        for at in [PathBuf::from("/"), parent.clone()] {
+            for c in &controllers {
+                if !fs.controller_enabled(&at, c) {
+                    self.journal.record(Change::ControllerEnabled {
+                        path: at.clone(),
+                        controller: c.to_string(),
+                    })?;
+                    fs.set_controller(&at, c, true)?;
+                }
+            }
+        }
+        let cg = parent.join(format!("r{id}-{root}"));
+        self.journal.record(Change::CgroupCreated {
+            restriction: id,
+            path: cg.clone(),
+        })?;
+        fs.create(&cg)?;
+        write_limits(fs, &cg, limits)?;
+        Ok(cg)
+    }
+
+    pub(super) fn move_into(&mut self, fs: &Cgroupfs, id: u64, pid: u32, to: &Path) -> Result<()> {
+        let (Some(process), Some(from)) = (identity::of_process(pid), cgroups::of_process(pid))
+        else {
+            return Ok(());
+        };
+        if from.starts_with(Path::new("/").join(cgroup::PARENT)) {
+            return Ok(());
+        }
+        let change = Change::CgroupMove {
+            restriction: id,
+            process,
+            from,
+            to: to.to_path_buf(),
+        };
+        self.journal.record(change.clone())?;
+        if let Err(e) = fs.move_process(pid, to) {
+            tracing::debug!("moving {pid}: {e}");
+            self.journal.forget(|c| *c == change)?;
+        }
+        Ok(())
+    }
+}
+
+pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits) -> Result<()> {
+    match limits.weight {
+        Some(w) => fs.write_file(cg, "io.weight", &format!("default {w}"))?,
+        None => fs.write_file(
+            cg,
+            "io.max",
+            &format!("{} wbps={}", limits.dev, limits.wbps),
+        )?,
+    }
+    if let Some(m) = limits.memory_high {
+        fs.write_file(cg, "memory.high", &m.to_string())?;
+    }
+    Ok(())
+}
