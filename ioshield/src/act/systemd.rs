@@ -257,7 +257,7 @@ impl Systemd {
         self.checked(set)
     }
 
-    /// Sets the scope's write limit on `device` and its MemoryHigh (none: unlimited).
+    /// Sets the unit's write limit on `device` and its MemoryHigh (none: unlimited).
     pub fn set_limits(
         &self,
         unit: &str,
@@ -265,6 +265,12 @@ impl Systemd {
         write_bps: u64,
         memory_high: Option<u64>,
     ) -> Result<()> {
+        // Writing memory.high below what a cgroup holds makes the writer of that file, PID 1,
+        // reclaim the difference synchronously, dirty pages included: seconds under a
+        // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
+        // timed out). Never ask for less than the unit holds now: the offender's own
+        // allocations then meet the limit, in its own context.
+        let memory_high = memory_high.map(|m| m.max(self.memory_current(unit).unwrap_or(0)));
         let props = [
             (
                 "IOWriteBandwidthMax",
@@ -277,6 +283,11 @@ impl Systemd {
                 .with_context(|| format!("setting the limits of {unit}"))
         });
         self.checked(set)
+    }
+
+    /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).
+    fn memory_current(&self, unit: &str) -> Option<u64> {
+        u64::try_from(self.unit_property(unit, "MemoryCurrent").ok()?).ok()
     }
 
     /// Whether `unit` is known to systemd now (a scope is gone once its last process exited).

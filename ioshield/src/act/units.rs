@@ -78,7 +78,9 @@ impl Actuator {
             self.systemd()?
                 .set_limits(unit, &limits.device, limits.wbps, limits.memory_high)
         {
-            self.journal.forget(|c| *c == change)?;
+            // A call that timed out may still have been carried out: put the previous values
+            // back (harmless if nothing changed); if that fails too, it is retried later.
+            self.abandon(change);
             return Err(e);
         }
         Ok(())
@@ -110,13 +112,21 @@ impl Actuator {
             .systemd()?
             .start_scope(&unit, slice, original, &pids, limits)
         {
-            // The job may still complete after we stopped waiting: keep the entry unless the
-            // scope is known not to exist, so that a late scope is lifted like any other.
-            if !self.systemd()?.exists(&unit) {
-                self.journal.forget(|c| *c == change)?;
-            }
+            // The job may still complete after we stopped waiting: undo it like any other
+            // (nothing to do if the scope does not exist; retried later if that fails).
+            self.abandon(change);
             return Err(e);
         }
         Ok(unit)
+    }
+
+    /// Undoes a change whose making failed halfway, keeping it for later tries if needed.
+    fn abandon(&mut self, change: Change) {
+        let changes = [change];
+        let mut report = self.undo(&changes);
+        self.settle(&changes, &mut report);
+        for e in &report.errors {
+            tracing::warn!("undoing a failed restriction: {e}");
+        }
     }
 }
