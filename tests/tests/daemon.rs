@@ -233,6 +233,57 @@ fn a_writer_born_in_a_fork_storm_is_still_restricted() {
     assert!(lost.is_some(), "the lost events are reported");
 }
 
+/// A disk's speed measured in an earlier run is used from the first second of the next one,
+/// instead of the kernel's 100 MiB/s guess for a disk it has not measured.
+#[test]
+fn a_disk_speed_from_an_earlier_run_is_used_at_once() {
+    let dir = scratch();
+    let auto = "[daemon]\naction = \"ioprio\"\n";
+    // First run: the daemon names the disk it sees the writer on.
+    let mut daemon = Daemon::start(dir.path(), auto);
+    let mut w = writer(dir.path(), 30.0, 2.0, 1, 0.0);
+    let line = daemon.wait_log("disk identity ", Duration::from_secs(5));
+    w.wait().unwrap();
+    assert!(daemon.stop(Signal::SIGTERM));
+    let Some(line) = line else {
+        let none = daemon.wait_log("no stable identity", Duration::from_secs(1));
+        assert!(
+            none.is_some(),
+            "the daemon says nothing about the disk's identity"
+        );
+        println!("this machine's disk has no WWN, serial or model: nothing to keep");
+        return;
+    };
+    let said = line
+        .split(" INFO ")
+        .nth(1)
+        .unwrap_or(&line)
+        .trim()
+        .to_string();
+    let (disk, identity) = said.split_once(": disk identity ").unwrap();
+    println!("{disk}: {identity}");
+    // Second run, with a speed kept for that identity.
+    std::fs::write(
+        dir.path().join("state/disks.json"),
+        format!("{{\"{identity}\": 12345678.0}}"),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(dir.path(), auto);
+    let mut w = writer(dir.path(), 30.0, 2.0, 1, 0.0);
+    let judged = daemon.wait_log(
+        &format!("{disk}: judging writers against"),
+        Duration::from_secs(5),
+    );
+    w.wait().unwrap();
+    println!("{judged:?}");
+    assert!(
+        judged
+            .as_deref()
+            .is_some_and(|l| l.contains("12.3 MB/s (measured in an earlier run)")),
+        "{judged:?}"
+    );
+}
+
 #[test]
 fn a_writer_that_calms_down_is_restored_after_the_hold() {
     let dir = scratch();

@@ -141,6 +141,9 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     if let Some(v) = ctx.value(&d.socket, "daemon.socket", absolute)? {
         config.daemon.socket = v;
     }
+    if let Some(v) = ctx.value(&d.speeds_file, "daemon.speeds_file", absolute)? {
+        config.daemon.speeds_file = v;
+    }
     config.metrics.textfile = ctx.value(&raw.metrics.textfile, "metrics.textfile", |s| {
         let path = absolute(s)?;
         // node_exporter's textfile collector reads only *.prom files.
@@ -250,7 +253,8 @@ action = "cgroup"
         assert_eq!(
             err("[daemon]\ntick = \"1s\"\nbogus = 3\n"),
             "/etc/ioshield/ioshield.toml:3: daemon.bogus: unknown field `bogus`, expected one of \
-             `tick`, `tau`, `parent_factor`, `action`, `state_file`, `socket`, `session_leaders`"
+             `tick`, `tau`, `parent_factor`, `action`, `state_file`, `speeds_file`, `socket`, \
+             `session_leaders`"
         );
         assert_eq!(
             err("[device.default]\nrestrict_at = 0.5\nrelease_at = 0.6\n"),

@@ -106,6 +106,8 @@ pub struct DaemonConfig {
     pub parent_factor: f64,
     pub action: ActionKind,
     pub state_file: PathBuf,
+    /// Where the disks' measured speeds are kept across restarts, per disk identity.
+    pub speeds_file: PathBuf,
     /// Root-only Unix socket `ioshield status` talks to.
     pub socket: PathBuf,
     /// Whether a session leader (login shell, `systemd --user`) may be chosen as the offender.
@@ -171,6 +173,7 @@ impl Default for Config {
                 parent_factor: 0.7,
                 action: ActionKind::Auto,
                 state_file: PathBuf::from("/run/ioshield/state.json"),
+                speeds_file: PathBuf::from("/var/lib/ioshield/disks.json"),
                 socket: PathBuf::from("/run/ioshield/ioshield.sock"),
                 session_leaders: false,
             },

@@ -26,6 +26,7 @@ pub(super) struct RawDaemon {
     pub(super) parent_factor: Option<Spanned<f64>>,
     pub(super) action: Option<Spanned<String>>,
     pub(super) state_file: Option<Spanned<String>>,
+    pub(super) speeds_file: Option<Spanned<String>>,
     pub(super) socket: Option<Spanned<String>>,
     pub(super) session_leaders: Option<bool>,
 }

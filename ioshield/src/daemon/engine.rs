@@ -11,6 +11,7 @@ use super::{
     disk::{DiskRuntime, Effects, Plan},
     metrics::Metrics,
     ratelimit::RateLimit,
+    speeds::SpeedFile,
     status::{self, Status},
 };
 use crate::{
@@ -28,7 +29,7 @@ use crate::{
     probe::Probe,
     system::{
         bdi,
-        devices::{DevId, Devices, Disk},
+        devices::{self, DevId, Devices, Disk},
     },
 };
 
@@ -52,6 +53,9 @@ pub struct Engine {
     started: Instant,
     /// Failed undos waiting for another try, for `status`.
     pending_undos: usize,
+    /// Measured disk speeds kept across restarts, and each disk's identity in that file.
+    speeds: SpeedFile,
+    identities: HashMap<DevId, Option<String>>,
     pub metrics: Metrics,
 }
 
@@ -61,6 +65,7 @@ impl Engine {
         tree: &ProcessTree,
         cgroup_action: Result<CgroupAction, String>,
     ) -> Self {
+        let speeds = SpeedFile::load(&config.daemon.speeds_file);
         let mut e = Self {
             rates: Rates::new(config.daemon.tau),
             eligibility: Eligibility::new(
@@ -80,6 +85,8 @@ impl Engine {
             ticks: 0,
             started: Instant::now(),
             pending_undos: 0,
+            speeds,
+            identities: HashMap::new(),
             metrics: Metrics::new(),
         };
         e.resolve_sections(true);
@@ -180,6 +187,12 @@ impl Engine {
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
         self.rates.update(&sample, tree);
         self.bandwidth.observe(&sample);
+        for (dev, identity) in &self.identities {
+            if let (Some(identity), Some(speed)) = (identity, self.bandwidth.learned(*dev)) {
+                self.speeds.set(identity, speed);
+            }
+        }
+        self.speeds.save(false);
         // The global dirty + writeback memory, not the bdi's own figure: before 6.10 debugfs
         // counts only the root cgroup's writeback there, which reads near zero when every
         // process lives in a child cgroup (bench on 6.1: 200 MB dirty, the trigger never fired).
@@ -226,6 +239,21 @@ impl Engine {
     ) {
         let policy = self.policy(disk);
         let elsewhere = self.held_elsewhere(disk);
+        if !self.identities.contains_key(&disk.id) {
+            let identity = devices::identity(disk);
+            if let Some(speed) = identity.as_deref().and_then(|i| self.speeds.get(i)) {
+                self.bandwidth.seed(disk.id, speed);
+            }
+            match &identity {
+                Some(i) => tracing::info!("{}: disk identity {i}", disk.label()),
+                None => tracing::info!(
+                    "{}: no stable identity (no WWN, serial or model): its measured speed is not \
+                     kept across restarts",
+                    disk.label()
+                ),
+            }
+            self.identities.insert(disk.id, identity);
+        }
         let kernel_bw = bdi::stats(disk.id).map(|s| s.write_bandwidth);
         let estimate = self
             .bandwidth
@@ -351,6 +379,11 @@ impl Engine {
             self.pending_undos,
             features,
         )
+    }
+
+    /// Writes the measured disk speeds now (on exit).
+    pub fn save_speeds(&mut self) {
+        self.speeds.save(true);
     }
 
     pub fn socket(&self) -> &std::path::Path {

@@ -8,6 +8,7 @@ mod instance;
 mod metrics;
 mod ratelimit;
 mod serve;
+mod speeds;
 pub mod status;
 
 use std::{path::PathBuf, sync::Arc};
@@ -116,6 +117,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
         }
     };
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    engine.save_speeds();
     let report = actuator.release_all();
     log_undo("stopping: restored everything", &report);
     result

@@ -36,6 +36,8 @@ pub struct Estimate {
 pub struct BandwidthEstimator {
     /// Completion rate while saturated, smoothed.
     learned: HashMap<DevId, f64>,
+    /// Disks whose learned value came from an earlier run and has not been measured since.
+    from_earlier: std::collections::HashSet<DevId>,
     peak: HashMap<DevId, f64>,
 }
 
@@ -49,6 +51,7 @@ impl BandwidthEstimator {
             let busy = sample.disk_busy_ms.get(dev).copied().unwrap_or(0) as f64 / 1000.0;
             if bytes > 0 && busy >= SATURATED * dt {
                 let speed = bytes as f64 / busy.min(dt);
+                self.from_earlier.remove(dev);
                 self.learned
                     .entry(*dev)
                     .and_modify(|v| *v += LEARN_WEIGHT * (speed - *v))
@@ -57,10 +60,17 @@ impl BandwidthEstimator {
         }
     }
 
-    /// The disk's measured speed, if it has been saturated since the daemon started.
-    #[cfg(test)]
-    fn learned(&self, dev: DevId) -> Option<f64> {
+    /// The disk's measured speed, if it has been saturated (now or in an earlier run).
+    pub fn learned(&self, dev: DevId) -> Option<f64> {
         self.learned.get(&dev).copied()
+    }
+
+    /// Starts from a speed measured in an earlier run; the first measurement replaces it.
+    pub fn seed(&mut self, dev: DevId, bytes_per_sec: f64) {
+        if bytes_per_sec >= MINIMUM && !self.learned.contains_key(&dev) {
+            self.learned.insert(dev, bytes_per_sec);
+            self.from_earlier.insert(dev);
+        }
     }
 
     /// `kernel` is the kernel's own estimate for the disk (debugfs), when it can be read.
@@ -85,7 +95,11 @@ impl BandwidthEstimator {
         if let Some(&speed) = self.learned.get(&dev).filter(|&&s| s >= MINIMUM) {
             return Estimate {
                 bytes_per_sec: speed,
-                source: "measured while saturated",
+                source: if self.from_earlier.contains(&dev) {
+                    "measured in an earlier run"
+                } else {
+                    "measured while saturated"
+                },
             };
         }
         let peak = self.peak.get(&dev).copied().unwrap_or(0.0);
@@ -184,6 +198,17 @@ mod tests {
         // A half-idle tick says nothing about the speed.
         e.observe(&tick(1_000_000, 100));
         assert!((e.learned(DEV).unwrap() - 30e6).abs() < 1.0);
+        // A value from an earlier run is used until the disk is measured again.
+        let mut e2 = BandwidthEstimator::default();
+        e2.seed(DEV, 25e6);
+        let est = e2.estimate(DEV, Bandwidth::Auto, None);
+        assert_eq!(
+            (est.bytes_per_sec, est.source),
+            (25e6, "measured in an earlier run")
+        );
+        e2.observe(&tick(30_000_000, 1000));
+        let est = e2.estimate(DEV, Bandwidth::Auto, None);
+        assert_eq!(est.source, "measured while saturated");
         // The configured value still wins.
         let est = e.estimate(DEV, Bandwidth::BytesPerSec(50_000_000), None);
         assert_eq!(est.bytes_per_sec, 50e6);

@@ -99,6 +99,27 @@ impl Devices {
     }
 }
 
+/// A name for the disk that survives reboots and renumbering: its WWN, else its serial, else its
+/// model and size (from sysfs). `None` for devices without a node or any of these.
+pub fn identity(disk: &Disk) -> Option<String> {
+    let name = disk.name.as_ref()?;
+    let sys = Path::new("/sys/block").join(name);
+    let read = |rel: &str| {
+        std::fs::read_to_string(sys.join(rel))
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+    };
+    if let Some(w) = read("wwid").or_else(|| read("device/wwid")) {
+        return Some(format!("wwid:{w}"));
+    }
+    if let Some(s) = read("serial").or_else(|| read("device/serial")) {
+        return Some(format!("serial:{s}"));
+    }
+    let model = read("device/model")?;
+    Some(format!("model:{model}:sectors:{}", read("size")?))
+}
+
 /// The kernel name of `dev` when it is a whole disk itself (not a partition), e.g. `vdb`.
 pub fn whole_disk_name(dev: DevId) -> Option<String> {
     let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;

@@ -335,9 +335,10 @@ impl Daemon {
         let socket = dir.join("state/ioshield.sock");
         let config_path = dir.join("ioshield.toml");
         let ours = format!(
-            "[daemon]\nstate_file = \"{}\"\nsocket = \"{}\"\n",
+            "[daemon]\nstate_file = \"{}\"\nsocket = \"{}\"\nspeeds_file = \"{}\"\n",
             state_file.display(),
-            socket.display()
+            socket.display(),
+            dir.join("state/disks.json").display()
         );
         let body = if config.contains("[daemon]") {
             config.replacen("[daemon]\n", &ours, 1)

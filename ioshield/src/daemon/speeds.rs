@@ -1,0 +1,118 @@
+//! Disk speeds measured in earlier runs, kept per disk identity in the service's state
+//! directory, so that a restarted daemon judges writers right from the first second instead of
+//! against the kernel's 100 MiB/s guess. The file is ioshield's own; it changes nothing else.
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+/// At most one write a minute while the values move.
+const SAVE_EVERY: Duration = Duration::from_secs(60);
+/// Changes smaller than this are not worth a write.
+const WORTH_SAVING: f64 = 0.05;
+
+pub struct SpeedFile {
+    path: PathBuf,
+    /// Bytes per second by disk identity.
+    known: BTreeMap<String, f64>,
+    saved: BTreeMap<String, f64>,
+    last_save: Option<Instant>,
+}
+
+impl SpeedFile {
+    /// Reads the file; a missing file is an empty one, an unreadable one is said once and
+    /// replaced on the next save.
+    pub fn load(path: &Path) -> SpeedFile {
+        let known: BTreeMap<String, f64> = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+                tracing::warn!(
+                    "disk speeds file {} is not readable ({e}); measuring again",
+                    path.display()
+                );
+                BTreeMap::new()
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => {
+                tracing::warn!("cannot read disk speeds file {}: {e}", path.display());
+                BTreeMap::new()
+            }
+        };
+        let known: BTreeMap<String, f64> = known
+            .into_iter()
+            .filter(|(_, v)| v.is_finite() && *v > 0.0)
+            .collect();
+        SpeedFile {
+            path: path.to_path_buf(),
+            saved: known.clone(),
+            known,
+            last_save: None,
+        }
+    }
+
+    pub fn get(&self, identity: &str) -> Option<f64> {
+        self.known.get(identity).copied()
+    }
+
+    pub fn set(&mut self, identity: &str, bytes_per_sec: f64) {
+        self.known.insert(identity.to_string(), bytes_per_sec);
+    }
+
+    /// Writes the file if a value moved enough since the last write and the last write is a
+    /// minute old (or `now` is set: on exit).
+    pub fn save(&mut self, now: bool) {
+        let moved = self.known.iter().any(|(k, v)| {
+            self.saved
+                .get(k)
+                .is_none_or(|s| (v / s - 1.0).abs() > WORTH_SAVING)
+        });
+        let due = now || self.last_save.is_none_or(|t| t.elapsed() >= SAVE_EVERY);
+        if !moved || !due {
+            return;
+        }
+        self.last_save = Some(Instant::now());
+        match write_atomically(&self.path, &self.known) {
+            Ok(()) => self.saved = self.known.clone(),
+            Err(e) => tracing::warn!("cannot write disk speeds file {}: {e}", self.path.display()),
+        }
+    }
+}
+
+fn write_atomically(path: &Path, known: &BTreeMap<String, f64>) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(known)?)?;
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speeds_survive_a_restart_and_bad_files_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("lib/disks.json");
+        let mut f = SpeedFile::load(&path);
+        assert_eq!(f.get("serial:data"), None);
+        f.set("serial:data", 30e6);
+        f.save(false);
+        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
+        // A small move is not written; a large one is, but at most once a minute unless now.
+        f.set("serial:data", 30.5e6);
+        f.save(true);
+        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
+        f.set("serial:data", 60e6);
+        f.save(false);
+        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
+        f.save(true);
+        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(60e6));
+        std::fs::write(&path, "{not json").unwrap();
+        assert_eq!(SpeedFile::load(&path).get("serial:data"), None);
+        std::fs::write(&path, r#"{"a": -1, "b": 5e7}"#).unwrap();
+        let f = SpeedFile::load(&path);
+        assert_eq!((f.get("a"), f.get("b")), (None, Some(5e7)));
+    }
+}
