@@ -63,6 +63,11 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.downcast_ref::<output::StdoutClosed>().is_some() => ExitCode::SUCCESS,
+        // As `systemctl status` does for a unit that is not running.
+        Err(e) if e.downcast_ref::<daemon::status::NotRunning>().is_some() => {
+            eprintln!("ioshield: {e:#}");
+            ExitCode::from(3)
+        }
         Err(e) => {
             // One line a person can act on; the cause chain joined with ": ".
             eprintln!("ioshield: {e:#}");
@@ -81,9 +86,13 @@ fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
 }
 
 fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
+    // The socket given, or the default one if it is there: a bad edit of the config file must
+    // not break `status` while the daemon runs on its old configuration.
+    let default = config::Config::default().daemon.socket;
     let socket = match a.socket {
         Some(s) => s,
-        None => config::Config::load(None)?.daemon.socket,
+        None if default.exists() => default,
+        None => config::Config::load(None).map_or(default, |c| c.daemon.socket),
     };
     let s = daemon::status::query(&socket)?;
     if a.json {

@@ -621,6 +621,20 @@ fn status_and_metrics_show_the_offender() {
         text.contains(&format!("restricted: pid {pid} (python3)")),
         "{text}"
     );
+    // Like systemctl: since when, how long ago; decisions with their time; the probe in words.
+    assert!(
+        text.contains("active since ") && text.contains(" ago"),
+        "{text}"
+    );
+    assert!(
+        text.contains("processes followed from kernel events"),
+        "{text}"
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" ago) restrict pid") && l.trim_start().starts_with("20")),
+        "{text}"
+    );
 
     let restrict = "ioshield_actions_total{action=\"restrict\",method=\"ioprio\",result=\"ok\"} 1";
     let file = std::fs::read_to_string(&textfile).unwrap();
@@ -662,5 +676,7 @@ fn status_and_metrics_show_the_offender() {
     drop(daemon);
     let out = run(ioshield().args(["status", "--socket"]).arg(&socket));
     let line = one_line_failure(&out);
-    assert!(line.contains("cannot reach the daemon"), "{line}");
+    assert!(line.contains("not running"), "{line}");
+    // As `systemctl status` says of a unit that is not running.
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
 }

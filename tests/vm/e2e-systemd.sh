@@ -198,6 +198,11 @@ check status-shows-offender "ioshield status: $(echo "$STATUS" | head -n 5 | tr 
     eval 'echo "$STATUS" | grep -qw "$WRITER"'
 check status-root-only "an unprivileged user could query the socket" \
     eval '! setpriv --reuid=65534 --regid=65534 --clear-groups ioshield status > /dev/null 2>&1'
+# What `systemctl status ioshield` shows (sd_notify STATUS=), and the watchdog is on.
+check status-text "StatusText=$(prop ioshield StatusText)" \
+    eval 'prop ioshield StatusText | grep -q "restricting pid $WRITER "'
+check watchdog "WatchdogUSec=$(prop ioshield WatchdogUSec)" \
+    eval 'case "$(prop ioshield WatchdogUSec)" in "" | 0 | infinity) false ;; *) true ;; esac'
 
 # --- the writer stops writing: released, limits lifted (it stays in its scope) ----------------
 rm -f "$CTL/write"

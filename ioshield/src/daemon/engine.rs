@@ -381,6 +381,29 @@ impl Engine {
         )
     }
 
+    /// One line for `systemctl status` (sd_notify `STATUS=`): what is restricted, where.
+    pub fn summary(&self) -> String {
+        let mut held: Vec<String> = self
+            .disks
+            .iter()
+            .filter_map(|(disk, rt)| {
+                let o = rt.offender.as_ref()?;
+                Some(format!(
+                    "restricting pid {} ({}) on {}",
+                    o.pid,
+                    o.comm,
+                    disk.name.as_deref().unwrap_or("?")
+                ))
+            })
+            .collect();
+        held.sort();
+        if held.is_empty() {
+            format!("watching {} disks, nothing restricted", self.disks.len())
+        } else {
+            held.join("; ")
+        }
+    }
+
     /// Writes the measured disk speeds now (on exit).
     pub fn save_speeds(&mut self) {
         self.speeds.save(true);

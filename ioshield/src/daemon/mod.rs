@@ -90,6 +90,10 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
 
     let mut ticker = tokio::time::interval(engine.tick());
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // With WatchdogSec= systemd restarts a daemon whose ticks stopped (a hung call, a deadlock):
+    // the restart's recovery then undoes what it had changed.
+    let watchdog = sd_notify::watchdog_enabled().is_some();
+    let mut said = String::new();
     let result = loop {
         tokio::select! {
             _ = ticker.tick() => {
@@ -97,6 +101,14 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                     break Err(e);
                 }
                 publish(&engine);
+                let now = engine.summary();
+                if now != said {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&now)]);
+                    said = now;
+                }
+                if watchdog {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                }
             }
             _ = sighup.recv() => {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);

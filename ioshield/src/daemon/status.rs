@@ -150,14 +150,43 @@ impl Drop for StatusServer {
 }
 
 /// `ioshield status`: asks the running daemon.
+/// No daemon answers on the socket (exit status 3, as `systemctl status` gives).
+#[derive(Debug)]
+pub struct NotRunning(pub String);
+
+impl std::fmt::Display for NotRunning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NotRunning {}
+
 pub fn query(socket: &Path) -> Result<Status> {
     use std::io::Read as _;
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).with_context(|| {
-        format!(
-            "cannot reach the daemon at {} (is `ioshield daemon` running, and are you root?)",
-            socket.display()
-        )
-    })?;
+    let mut stream = match std::os::unix::net::UnixStream::connect(socket) {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Err(NotRunning(format!(
+                "the daemon is not running (nothing answers on {}: {e})",
+                socket.display()
+            ))
+            .into());
+        }
+        Err(e) => {
+            return Err(e).with_context(|| {
+                format!(
+                    "cannot reach the daemon at {} (are you root?)",
+                    socket.display()
+                )
+            });
+        }
+    };
     // A daemon that accepts but never answers must not hang the caller.
     stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
     let mut text = String::new();
@@ -170,15 +199,22 @@ pub fn query(socket: &Path) -> Result<Status> {
 pub fn render(s: &Status) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
+    let now = std::time::SystemTime::now();
+    let started = now - std::time::Duration::from_secs_f64(s.uptime_secs.max(0.0));
     let _ = writeln!(
         out,
-        "ioshield {} (pid {}) up {:.0} s; config: {}",
+        "ioshield {} (pid {}), active since {}; {} ago",
         s.version,
         s.pid,
-        s.uptime_secs,
+        humantime::format_rfc3339_seconds(started),
+        ago(s.uptime_secs)
+    );
+    let _ = writeln!(
+        out,
+        "config: {}",
         s.config.as_deref().unwrap_or("built-in defaults")
     );
-    let _ = writeln!(out, "probe: {}", s.features);
+    let _ = writeln!(out, "probe: {}", features_in_words(&s.features));
     let _ = writeln!(out, "cgroup action: {}", s.cgroup_action);
     if s.pending_undos > 0 {
         let _ = writeln!(
@@ -201,8 +237,11 @@ pub fn render(s: &Status) -> String {
             Some(o) => {
                 let _ = writeln!(
                     out,
-                    "  restricted: pid {} ({}) for {:.0} s: {}",
-                    o.pid, o.comm, o.restricted_for_secs, o.action
+                    "  restricted: pid {} ({}) for {}: {}",
+                    o.pid,
+                    crate::display::printable(&o.comm),
+                    ago(o.restricted_for_secs),
+                    o.action
                 );
             }
             None => {
@@ -213,8 +252,44 @@ pub fn render(s: &Status) -> String {
     if !s.recent_decisions.is_empty() {
         let _ = writeln!(out, "recent decisions:");
         for r in &s.recent_decisions {
-            let _ = writeln!(out, "  {}", r.message);
+            let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(r.at.max(0.0));
+            let age = now.duration_since(at).map_or(0.0, |d| d.as_secs_f64());
+            let _ = writeln!(
+                out,
+                "  {} ({} ago) {}",
+                humantime::format_rfc3339_seconds(at),
+                ago(age),
+                r.message
+            );
         }
     }
     out
+}
+
+/// `1h 2min`, `45s`: whole seconds, as a person reads an age.
+fn ago(secs: f64) -> String {
+    humantime::format_duration(std::time::Duration::from_secs(secs.max(0.0) as u64)).to_string()
+}
+
+/// The probe's features as a sentence instead of raw JSON.
+fn features_in_words(f: &serde_json::Value) -> String {
+    let tracepoint = f["dirty_tracepoint"].as_str().unwrap_or("?");
+    let how = match f["dirty_mode"].as_str() {
+        Some("folio-bytes") => format!("dirtied bytes per folio ({tracepoint})"),
+        Some("page-events") => {
+            format!("one page per dirty event ({tracepoint}; large folios undercounted)")
+        }
+        _ => format!("dirtied pages ({tracepoint})"),
+    };
+    let throttle = if f["throttle"].as_bool() == Some(true) {
+        "throttling measured"
+    } else {
+        "throttling not measured"
+    };
+    let lifecycle = if f["lifecycle"].as_bool() == Some(true) {
+        "processes followed from kernel events"
+    } else {
+        "processes rescanned from /proc each tick"
+    };
+    format!("{how}, {throttle}, {lifecycle}")
 }

@@ -124,9 +124,12 @@ impl BandwidthEstimator {
     }
 }
 
-/// The kernel reports its estimate in kB/s, so INIT_BW reads back within rounding of 100 MiB/s.
+/// The kernel's estimate starts at INIT_BW and moves towards the real speed only slowly, and
+/// only while that disk writes back (the test bed's 30 MB/s disk read 104.2 MB/s seconds into a
+/// backlog; under cgroup writeback it also read 94.5 and 218 MB/s). Anything within a quarter of
+/// INIT_BW is taken for that guess, not for a measurement.
 fn is_initial_guess(kernel: u64) -> bool {
-    kernel.abs_diff(KERNEL_INITIAL) <= 1024
+    (kernel as f64 / KERNEL_INITIAL as f64 - 1.0).abs() < 0.25
 }
 
 #[cfg(test)]
@@ -182,6 +185,12 @@ mod tests {
         e.observe(&tick(20_000_000, 300));
         let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
         assert_eq!((est.bytes_per_sec, est.source), (20e6, "observed peak"));
+        // A few seconds into writeback it has barely moved: still the guess.
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(104_200_000));
+        assert_eq!(est.source, "observed peak");
+        // Once far from it, it is the kernel's measurement (with what was seen as a floor).
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(30_000_000));
+        assert_eq!((est.bytes_per_sec, est.source), (30e6, "kernel estimate"));
     }
 
     #[test]
