@@ -30,6 +30,9 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Ask the running daemon what it is doing: devices, offenders, recent decisions.
     Status(StatusArgs),
+    /// Check what ioshield needs and uses on this machine, one line each, and what follows when
+    /// something is missing. Exits 1 when ioshield cannot protect this machine at all.
+    Doctor,
     /// Write the man pages and shell completions into DIR (used by `cargo xtask package`).
     #[command(hide = true)]
     GenerateAssets {

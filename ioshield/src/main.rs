@@ -7,6 +7,7 @@ mod config;
 mod daemon;
 mod detect;
 mod display;
+mod doctor;
 mod journal;
 mod logging;
 mod model;
@@ -27,6 +28,7 @@ fn main() -> ExitCode {
         Command::Top(_)
         | Command::CheckConfig(_)
         | Command::Status(_)
+        | Command::Doctor
         | Command::GenerateAssets { .. } => "warn",
         Command::Daemon(_) => "info",
     };
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
             Command::Daemon(a) => daemon::run(a.config).await,
             Command::CheckConfig(a) => check_config(a.file.as_deref()),
             Command::Status(a) => status(a),
+            Command::Doctor => doctor::run(),
             Command::GenerateAssets { dir } => assets::generate(&dir),
         }
     });

@@ -54,7 +54,7 @@ fn packaged_config_spells_out_the_builtin_defaults() {
 #[test]
 fn unit_stays_hardened() {
     let analyze = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes", "--threshold=25"])
+        .args(["security", "--offline=yes", "--threshold=27"])
         .arg(packaging("ioshield.service"))
         .output();
     // `cargo xtask test` installs systemd's tools; a test that skips itself proves nothing.
@@ -62,7 +62,7 @@ fn unit_stays_hardened() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the unit's exposure went above 2.5:\n{text}{}",
+        "the unit's exposure went above 2.7:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     for kept in ["ProtectControlGroups=", "PrivateDevices="] {

@@ -313,3 +313,42 @@ fn a_reader_that_leaves_early_ends_top_quietly() {
     let first: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON report");
     assert!(first["processes"].is_array());
 }
+
+/// `ioshield doctor`: one line per requirement, exit 0 when ioshield can protect this machine,
+/// exit 1 with one line saying what is missing when it cannot see writers.
+#[test]
+fn doctor_says_what_is_there_and_what_is_missing() {
+    let out = run(ioshield().arg("doctor"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(out.status.success(), "{out:?}");
+    for line in [
+        "BTF",
+        "tracepoint writeback dirty",
+        "BPF programs",
+        "privileges",
+    ] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("ok ") && l.contains(line)),
+            "{line}: {text}"
+        );
+    }
+    assert!(
+        text.lines()
+            .any(|l| l.contains("disk /dev/") && l.contains("action auto: ")),
+        "{text}"
+    );
+    let hidden = run(ioshield().arg("doctor").env(
+        "IOSHIELD_TEST_HIDE",
+        "tracepoint:writeback_dirty_folio,tracepoint:writeback_dirty_page",
+    ));
+    let text = String::from_utf8_lossy(&hidden.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("MISSING") && l.contains("tracepoint writeback dirty")),
+        "{text}"
+    );
+    let line = one_line_failure(&hidden);
+    assert!(line.contains("cannot protect this machine"), "{line}");
+}

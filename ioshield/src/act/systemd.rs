@@ -41,6 +41,9 @@ trait Manager {
     ) -> zbus::Result<()>;
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    #[zbus(property)]
+    fn version(&self) -> zbus::Result<String>;
 }
 
 /// A unit's write limits as they were before ioshield changed them, to be put back exactly.
@@ -288,6 +291,11 @@ impl Systemd {
     /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).
     fn memory_current(&self, unit: &str) -> Option<u64> {
         u64::try_from(self.unit_property(unit, "MemoryCurrent").ok()?).ok()
+    }
+
+    /// systemd's version, e.g. `252.38-1~deb12u1`.
+    pub fn version(&self) -> Option<String> {
+        self.manager().ok()?.version().ok()
     }
 
     /// Whether `unit` is known to systemd now (a scope is gone once its last process exited).

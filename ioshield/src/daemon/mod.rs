@@ -52,6 +52,9 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let mut sigint = signal(SignalKind::interrupt()).context("SIGINT handler")?;
     let mut sighup = signal(SignalKind::hangup()).context("SIGHUP handler")?;
 
+    // systemd arms WatchdogSec= when the service starts, not when it is ready, and loading
+    // the BPF programs can take longer than that under emulation: keep it fed until READY=1.
+    let starting = StartupWatchdog::start();
     let mut probe = Probe::start()?;
     // Parsing the kernel's BTF for offsets takes tens of MB that are free again now; hand them
     // back so a long-running daemon's RSS reflects what it uses.
@@ -87,6 +90,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     publish(&engine);
     // Tell systemd (Type=notify) that the probes are attached and we are protecting the machine.
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+    drop(starting);
 
     let mut ticker = tokio::time::interval(engine.tick());
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -147,5 +151,33 @@ fn log_undo(what: &str, r: &UndoReport) {
     }
     for e in &r.errors {
         tracing::warn!("{e}");
+    }
+}
+
+/// Pings systemd's watchdog from a thread of its own while start-up runs (the tick loop pings
+/// it afterwards); stops when dropped.
+struct StartupWatchdog {
+    done: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl StartupWatchdog {
+    fn start() -> StartupWatchdog {
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        if let Some(every) = sd_notify::watchdog_enabled() {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                    std::thread::sleep(every / 4);
+                }
+            });
+        }
+        StartupWatchdog { done }
+    }
+}
+
+impl Drop for StartupWatchdog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }

@@ -186,15 +186,25 @@ pub fn load_and_attach() -> Result<Loaded> {
         attached.push(program::DIRTY_FOLIO_EVENTS);
         DirtyMode::PageEvents
     };
-    if bdp.is_some() {
-        attach_classic(
+    // Throttling is measured for the view, not needed to find offenders: a kernel that refuses
+    // this attach (perf_event_open under perf_event_paranoid=3 without CAP_SYS_ADMIN) costs that
+    // column, not the daemon.
+    let throttle = bdp.is_some()
+        && match attach_classic(
             &mut ebpf,
             program::BALANCE_DIRTY_PAGES,
             "writeback",
             "balance_dirty_pages",
-        )?;
-        attached.push(program::BALANCE_DIRTY_PAGES);
-    }
+        ) {
+            Ok(()) => {
+                attached.push(program::BALANCE_DIRTY_PAGES);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("throttling by balance_dirty_pages is not measured: {e:#}");
+                false
+            }
+        };
     let lifecycle = offsets.is_some();
     if lifecycle {
         attach_raw(&mut ebpf, program::PROCESS_FORK, "sched_process_fork")?;
@@ -209,7 +219,7 @@ pub fn load_and_attach() -> Result<Loaded> {
     let features = Features {
         dirty_tracepoint: dirty_tp.to_string(),
         dirty_mode,
-        throttle: bdp.is_some(),
+        throttle,
         lifecycle,
     };
     tracing::debug!(?features, "probes attached");

@@ -7,6 +7,11 @@ pub struct BdiStats {
     pub write_bandwidth: u64,
 }
 
+/// Whether the kernel offers per-BDI byte limits (`max_bytes`, `strict_limit`: 6.2 and later).
+pub fn has_byte_limits(dev: DevId) -> bool {
+    std::path::Path::new(&format!("/sys/class/bdi/{dev}/max_bytes")).exists()
+}
+
 pub fn stats(dev: DevId) -> Option<BdiStats> {
     let text = std::fs::read_to_string(format!("/sys/kernel/debug/bdi/{dev}/stats")).ok()?;
     parse(&text)

@@ -30,6 +30,23 @@ pub fn procs(dir: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// The controllers a running user manager (`user@UID.service`) got delegated, from the first
+/// one found; `None` when no user manager runs.
+pub fn user_manager_controllers() -> Option<Vec<String>> {
+    let slices = v2_mount()?.join("user.slice");
+    for slice in std::fs::read_dir(slices).ok()?.flatten() {
+        let Ok(units) = std::fs::read_dir(slice.path()) else {
+            continue;
+        };
+        for unit in units.flatten() {
+            if unit.file_name().to_string_lossy().starts_with("user@") {
+                return Some(controllers(&unit.path()));
+            }
+        }
+    }
+    None
+}
+
 /// Processes in the cgroup at `dir` and every cgroup below it.
 pub fn procs_below(dir: &Path) -> Vec<u32> {
     let mut out = procs(dir);

@@ -99,6 +99,24 @@ impl Devices {
     }
 }
 
+/// Every whole disk backed by a device (not loop, ram or zram devices), by kernel name.
+pub fn whole_disks() -> Vec<Disk> {
+    let Ok(entries) = std::fs::read_dir("/sys/block") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().join("device").exists())
+        .filter_map(|e| {
+            let dev = std::fs::read_to_string(e.path().join("dev")).ok()?;
+            Some(Disk {
+                id: DevId::parse(&dev)?,
+                name: Some(e.file_name().to_string_lossy().into_owned()),
+            })
+        })
+        .collect()
+}
+
 /// A name for the disk that survives reboots and renumbering: its WWN, else its serial, else its
 /// model and size (from sysfs). `None` for devices without a node or any of these.
 pub fn identity(disk: &Disk) -> Option<String> {
