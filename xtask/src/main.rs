@@ -52,6 +52,12 @@ enum Task {
     Bench(bench::BenchArgs),
     /// Build the .deb and .rpm into target/packages (installs cargo-deb, cargo-generate-rpm).
     Package,
+    /// Fuzz the configuration parser and the state-file loader: every property test named
+    /// `*_without_panic`, with this many cases each (`cargo test` runs proptest's default 256).
+    Fuzz {
+        #[arg(long, default_value_t = 1_000_000)]
+        cases: u64,
+    },
     /// Boot Debian kernels under qemu with a slow disk and run scenarios (see tests/vm/).
     Vm {
         #[command(subcommand)]
@@ -80,6 +86,7 @@ fn main() {
         } => setup::ensure().and_then(|()| test::run_all(!no_lint, !no_vm, filter.as_deref())),
         Task::Vm { cmd } => vm::main(cmd),
         Task::Package => package::run_all(),
+        Task::Fuzz { cases } => setup::ensure().and_then(|()| fuzz(cases)),
         Task::Bench(args) => bench::main(args),
         Task::Measure { what, n } => {
             setup::ensure()
@@ -94,6 +101,28 @@ fn main() {
         eprintln!("xtask: {e:#}");
         std::process::exit(1);
     }
+}
+
+fn fuzz(cases: u64) -> Result<()> {
+    let started = std::time::Instant::now();
+    cmd::run(
+        cmd::command(env!("CARGO"))
+            .env("PROPTEST_CASES", cases.to_string())
+            .args([
+                "test",
+                "--release",
+                "--package",
+                "ioshield",
+                "without_panic",
+                "--",
+                "--test-threads=2",
+            ]),
+    )?;
+    println!(
+        "xtask: fuzzing passed, {cases} cases per property, {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 fn build_release() -> Result<()> {

@@ -369,4 +369,72 @@ action = "cgroup"
         assert_eq!(ok.default_device.hold, std::time::Duration::ZERO);
         let _: &DevicePolicy = &ok.default_device;
     }
+
+    /// Lines a configuration file could have: every section, every key, and values of every
+    /// shape (huge and tiny numbers, units, bad strings).
+    fn config_line() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let section = prop_oneof![
+            Just("[daemon]".to_string()),
+            Just("[exclude]".to_string()),
+            Just("[metrics]".to_string()),
+            Just("[device.default]".to_string()),
+            "\\[device\\.\"[ -~]{0,12}\"\\]",
+        ];
+        let key = prop_oneof![
+            Just("tick"),
+            Just("tau"),
+            Just("parent_factor"),
+            Just("action"),
+            Just("state_file"),
+            Just("speeds_file"),
+            Just("socket"),
+            Just("session_leaders"),
+            Just("comm"),
+            Just("uid"),
+            Just("cgroup"),
+            Just("listen"),
+            Just("textfile"),
+            Just("bandwidth"),
+            Just("restrict_at"),
+            Just("release_at"),
+            Just("hold"),
+            Just("max_flush_seconds"),
+            Just("limit"),
+            Just("memory_high"),
+            Just("bogus"),
+        ];
+        let value = prop_oneof![
+            "-?[0-9]{0,25}(\\.[0-9]{0,5})?([eE]-?[0-9]{1,4})?",
+            "\"-?[0-9.eE]{0,22} ?(ns|ms|s|m|h|d|B|KiB|MiB|GiB|MB/s|GB/s|kB/s|PB|[a-z]{0,3})?\"",
+            "\"[ -~]{0,30}\"",
+            Just("true".to_string()),
+            Just("[]".to_string()),
+            "\\[\"[ -~]{0,20}\"\\]",
+            "\\[[0-9]{0,12}\\]",
+        ];
+        prop_oneof![
+            section,
+            (key, value).prop_map(|(k, v)| format!("{k} = {v}")),
+            "[ -~]{0,30}",
+        ]
+    }
+
+    proptest::proptest! {
+        /// Any text, and any mix of real sections, keys and values: an error naming the file,
+        /// or a configuration, never a panic. `cargo xtask fuzz` runs a million cases.
+        #[test]
+        fn any_text_parses_without_panic(text in "\\PC{0,300}") {
+            let _ = parse(&text, "/etc/ioshield/ioshield.toml");
+        }
+
+        #[test]
+        fn any_config_shaped_text_parses_without_panic(lines in proptest::collection::vec(config_line(), 0..16)) {
+            let text = lines.join("\n");
+            if let Err(e) = parse(&text, "/etc/ioshield/ioshield.toml") {
+                proptest::prop_assert!(e.to_string().starts_with("/etc/ioshield/ioshield.toml"));
+                proptest::prop_assert!(!e.to_string().contains('\n'), "one line: {e}");
+            }
+        }
+    }
 }

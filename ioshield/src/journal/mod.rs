@@ -96,10 +96,10 @@ impl Journal {
     pub fn open(path: &Path) -> Result<(Journal, Vec<Change>)> {
         let boot_id = crate::system::host::boot_id();
         let leftovers = match std::fs::read(path) {
-            Ok(bytes) => match serde_json::from_slice::<trust::RawState>(&bytes) {
-                Ok(raw) => trust::accept(raw, &boot_id, path),
+            Ok(bytes) => match trust::leftovers(&bytes, &boot_id, path) {
+                Ok(changes) => changes,
                 Err(e) => {
-                    trust::quarantine(path, &e.to_string());
+                    trust::quarantine(path, &e);
                     Vec::new()
                 }
             },
