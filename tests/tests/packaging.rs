@@ -107,3 +107,37 @@ fn assets_cover_every_subcommand_and_hide_the_generator() {
     assert!(!dir.path().join("ioshield-generate-assets.1").exists());
     assert!(!dir.path().join("ioshield-help.1").exists());
 }
+
+/// The rpm enables the service through presets (as Fedora's %systemd_post does), not with an
+/// unconditional `systemctl enable` in a scriptlet, and ships the preset that says so.
+#[test]
+fn the_rpm_enables_through_presets() {
+    let manifest = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ioshield/Cargo.toml"),
+    )
+    .unwrap();
+    let post = manifest
+        .split("post_install_script = \"\"\"")
+        .nth(1)
+        .and_then(|s| s.split("\"\"\"").next())
+        .expect("an rpm post-install script");
+    assert!(
+        post.contains("systemctl --no-reload preset ioshield.service"),
+        "{post}"
+    );
+    assert!(
+        !post.contains("systemctl enable") && !post.contains("enable --now"),
+        "enabling is the presets' decision: {post}"
+    );
+    assert!(
+        manifest.contains("dest = \"/usr/lib/systemd/system-preset/90-ioshield.preset\""),
+        "the preset is shipped"
+    );
+    let preset = std::fs::read_to_string(packaging("90-ioshield.preset")).unwrap();
+    assert!(
+        preset
+            .lines()
+            .any(|l| l.trim() == "enable ioshield.service"),
+        "{preset}"
+    );
+}
