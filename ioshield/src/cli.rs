@@ -30,6 +30,9 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Ask the running daemon what it is doing: devices, offenders, recent decisions.
     Status(StatusArgs),
+    /// Why the daemon did (or did not) restrict a process: its rates against the disk's
+    /// threshold, whether it may be chosen, where it lives, what a restriction would do.
+    Explain(ExplainArgs),
     /// Check what ioshield needs and uses on this machine, one line each, and what follows when
     /// something is missing. Exits 1 when ioshield cannot protect this machine at all.
     Doctor,
@@ -57,6 +60,15 @@ pub struct StatusArgs {
     /// Print the daemon's status document as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExplainArgs {
+    /// The process to explain.
+    pub pid: u32,
+    /// The daemon's socket (default: `daemon.socket` from the configuration).
+    #[arg(long)]
+    pub socket: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -8,6 +8,7 @@ mod daemon;
 mod detect;
 mod display;
 mod doctor;
+mod explain;
 mod journal;
 mod logging;
 mod model;
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         | Command::CheckConfig(_)
         | Command::Status(_)
         | Command::Doctor
+        | Command::Explain(_)
         | Command::GenerateAssets { .. } => "warn",
         Command::Daemon(_) => "info",
     };
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
             Command::CheckConfig(a) => check_config(a.file.as_deref()),
             Command::Status(a) => status(a),
             Command::Doctor => doctor::run(),
+            Command::Explain(a) => explain::run(a.pid, &socket_for(a.socket)),
             Command::GenerateAssets { dir } => assets::generate(&dir),
         }
     });
@@ -88,16 +91,19 @@ fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
     output::print(&format!("{head}\n{}", config.to_toml()))
 }
 
-fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
-    // The socket given, or the default one if it is there: a bad edit of the config file must
-    // not break `status` while the daemon runs on its old configuration.
+/// The socket given, or the default one if it is there: a bad edit of the config file must not
+/// break `status` or `explain` while the daemon runs on its old configuration.
+fn socket_for(given: Option<std::path::PathBuf>) -> std::path::PathBuf {
     let default = config::Config::default().daemon.socket;
-    let socket = match a.socket {
+    match given {
         Some(s) => s,
         None if default.exists() => default,
         None => config::Config::load(None).map_or(default, |c| c.daemon.socket),
-    };
-    let s = daemon::status::query(&socket)?;
+    }
+}
+
+fn status(a: cli::StatusArgs) -> anyhow::Result<()> {
+    let s = daemon::status::query(&socket_for(a.socket))?;
     if a.json {
         output::print(&format!("{}\n", serde_json::to_string_pretty(&s)?))
     } else {

@@ -284,6 +284,48 @@ fn a_disk_speed_from_an_earlier_run_is_used_at_once() {
     );
 }
 
+/// `ioshield explain PID` says, from the running daemon, why a writer was restricted and why
+/// a quiet process was not.
+#[test]
+fn explain_says_why() {
+    let dir = scratch();
+    let mut daemon = Daemon::start(dir.path(), CONFIG);
+    let mut w = writer(dir.path(), 150.0, 6.0, 1, 0.0);
+    let pid = w.id();
+    assert!(
+        daemon
+            .wait_log(&format!("restrict pid {pid} "), Duration::from_secs(5))
+            .is_some()
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let out = run(ioshield()
+        .args(["explain", &pid.to_string(), "--socket"])
+        .arg(&daemon.socket));
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(out.status.success(), "{out:?}");
+    assert!(text.contains(&format!("pid {pid} (python3)")), "{text}");
+    assert!(
+        text.contains("dirties ") && text.contains("restricted above "),
+        "{text}"
+    );
+    assert!(text.contains("may be chosen: yes"), "{text}");
+    assert!(text.contains("restricted now on "), "{text}");
+    assert!(text.contains("recent decisions about it:"), "{text}");
+    let mut quiet = Command::new("sleep").arg("30").spawn().unwrap();
+    let out = run(ioshield()
+        .args(["explain", &quiet.id().to_string(), "--socket"])
+        .arg(&daemon.socket));
+    let text = String::from_utf8_lossy(&out.stdout);
+    println!("{text}");
+    assert!(text.contains("not among the busiest writers"), "{text}");
+    assert!(text.contains("no recent decision about it"), "{text}");
+    quiet.kill().unwrap();
+    quiet.wait().unwrap();
+    w.kill().unwrap();
+    w.wait().unwrap();
+}
+
 #[test]
 fn a_writer_that_calms_down_is_restored_after_the_hold() {
     let dir = scratch();

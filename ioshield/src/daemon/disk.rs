@@ -30,6 +30,8 @@ pub struct DiskRuntime {
     pub method: Option<Method>,
     pub bandwidth: Option<Estimate>,
     pub bandwidth_logged: Option<f64>,
+    /// The disk's busiest writers at the last tick, for `status` and `explain`.
+    pub writers: Vec<crate::daemon::status::WriterStatus>,
 }
 
 /// What carrying out a decision touches besides the disk itself.

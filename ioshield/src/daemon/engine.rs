@@ -285,6 +285,7 @@ impl Engine {
             self.config.daemon.parent_factor,
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
+        rt.writers = Self::top_writers(&self.eligibility, tree, &scores);
         let held_root = rt.state.held.as_ref().map(|h| h.root);
         // A restriction is judged by what still lives in it: the root may exit while children it
         // started keep writing (they are no longer its descendants in the tree, but still in
@@ -358,6 +359,41 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// The busiest subtrees on a disk, with why each may not be chosen: what `explain` shows.
+    fn top_writers(
+        eligibility: &Eligibility,
+        tree: &ProcessTree,
+        scores: &offender::Scores,
+    ) -> Vec<super::status::WriterStatus> {
+        const SHOWN: usize = 16;
+        let mut top: Vec<(&u32, &f64)> = scores.subtree.iter().collect();
+        top.sort_by(|a, b| b.1.total_cmp(a.1).then(a.0.cmp(b.0)));
+        top.into_iter()
+            .take(SHOWN)
+            .map(|(&pid, &subtree)| {
+                let node = tree.get(pid);
+                let not_choosable = match node {
+                    None => Some("not known to the process tree".to_string()),
+                    Some(n) => match eligibility.choosable(tree, pid, n) {
+                        Err(why) => Some(why.to_string()),
+                        Ok(()) if eligibility.judged_alone(pid, n) => Some(
+                            "a session leader: judged by its own writes only, not its children's"
+                                .to_string(),
+                        ),
+                        Ok(()) => None,
+                    },
+                };
+                super::status::WriterStatus {
+                    pid,
+                    comm: node.map_or("?".into(), |n| crate::display::printable(&n.comm)),
+                    own_bytes_per_sec: scores.own.get(&pid).copied().unwrap_or(0.0),
+                    subtree_bytes_per_sec: subtree,
+                    not_choosable,
+                }
+            })
+            .collect()
     }
 
     /// Roots of restrictions held on disks other than `disk`.

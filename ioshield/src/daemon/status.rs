@@ -43,6 +43,26 @@ pub struct DeviceStatus {
     pub bandwidth_source: String,
     pub action: Option<String>,
     pub offender: Option<OffenderStatus>,
+    /// Rate above which the top subtree is restricted (`restrict_at` x bandwidth).
+    #[serde(default)]
+    pub restrict_at_bytes_per_sec: f64,
+    /// The busiest writers at the last tick, busiest subtree first.
+    #[serde(default)]
+    pub writers: Vec<WriterStatus>,
+}
+
+/// One writer on one disk as the daemon judged it at the last tick.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WriterStatus {
+    pub pid: u32,
+    pub comm: String,
+    /// Its own smoothed dirty rate.
+    pub own_bytes_per_sec: f64,
+    /// Its subtree's score (own + parent_factor x children's).
+    pub subtree_bytes_per_sec: f64,
+    /// Why it may not be chosen, if it may not.
+    #[serde(default)]
+    pub not_choosable: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -84,6 +104,9 @@ pub fn snapshot<'a>(
                 restricted_for_secs: now.duration_since(o.since).as_secs_f64(),
                 action: o.action.clone(),
             }),
+            restrict_at_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec)
+                * config.policy_for(None).restrict_at,
+            writers: rt.writers.clone(),
         })
         .collect();
     devices.sort_by(|a, b| a.device.cmp(&b.device));
