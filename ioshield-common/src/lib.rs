@@ -52,6 +52,40 @@ pub struct LifecycleEvent {
     pub comm: [u8; 16],
 }
 
+/// A per-disk burst limit, written by userspace into `BURST_LIMITS` (key: the kernel's `dev_t`
+/// as counted) and `BURST_DEFAULT` (every device without an entry of its own). A process that dirties more
+/// than `bytes` on one device within `window_ns` is reported at once through `BURSTS`: it alone
+/// dirties faster than the disk writes, and waiting for the next tick would let it build the
+/// backlog other processes stall on. `bytes == 0` turns the check off.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BurstLimit {
+    pub window_ns: u64,
+    pub bytes: u64,
+}
+
+/// Kernel-side state of one (process, device) window; userspace never reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BurstWindow {
+    pub start_ns: u64,
+    pub bytes: u64,
+    /// Non-zero once this window has been reported: one record per window, never one per write.
+    pub reported: u64,
+}
+
+/// One burst report, as queued in the `BURSTS` ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BurstEvent {
+    pub tgid: u32,
+    pub dev: u32,
+    /// Bytes dirtied in the window when the limit was crossed.
+    pub bytes: u64,
+    /// Time from the window's first write to the crossing.
+    pub elapsed_ns: u64,
+}
+
 /// Indexes into the per-CPU `STATS` array: things userspace must be told about.
 pub mod stat {
     /// A new key could not be added to the counter map (it is full).
@@ -60,12 +94,18 @@ pub mod stat {
     pub const RINGBUF_DROPPED: u32 = 1;
     /// A kernel structure read (`bpf_probe_read_kernel`) failed.
     pub const READ_FAILED: u32 = 2;
-    pub const COUNT: u32 = 3;
+    /// A burst report was dropped because its ring buffer was full.
+    pub const BURST_DROPPED: u32 = 3;
+    pub const COUNT: u32 = 4;
 }
 
 /// Map sizes, shared so userspace can report how full they are.
 pub const COUNTER_MAP_ENTRIES: u32 = 16384;
 pub const LIFECYCLE_RINGBUF_BYTES: u32 = 512 * 1024;
+/// At most one report per (process, disk, window): a few per second even on a busy machine.
+pub const BURST_RINGBUF_BYTES: u32 = 64 * 1024;
+/// Devices with a burst limit of their own (`BURST_LIMITS`).
+pub const BURST_LIMIT_ENTRIES: u32 = 1024;
 
 /// The BPF object's names, as both sides spell them. The kernel side checks at compile time that
 /// each of its programs, maps and globals is named as listed here ([`names::same`]), and
@@ -85,6 +125,10 @@ pub mod names {
         pub const COUNTERS: &str = "COUNTERS";
         pub const STATS: &str = "STATS";
         pub const LIFECYCLE: &str = "LIFECYCLE";
+        pub const BURST_LIMITS: &str = "BURST_LIMITS";
+        pub const BURST_DEFAULT: &str = "BURST_DEFAULT";
+        pub const BURST_WINDOWS: &str = "BURST_WINDOWS";
+        pub const BURSTS: &str = "BURSTS";
     }
 
     /// Globals userspace sets before loading: struct and record offsets (`u32`), and two `u64`
@@ -142,4 +186,6 @@ mod pod {
     unsafe impl aya::Pod for super::CounterKey {}
     unsafe impl aya::Pod for super::Counters {}
     unsafe impl aya::Pod for super::LifecycleEvent {}
+    unsafe impl aya::Pod for super::BurstLimit {}
+    unsafe impl aya::Pod for super::BurstEvent {}
 }

@@ -8,7 +8,7 @@ use aya_ebpf::{
 use ioshield_common::CounterKey;
 
 use crate::{
-    bdi, diag,
+    bdi, burst, diag,
     kernel::{
         DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_NR_PAGES_OFF, INODE_MODE_OFF, INODE_RDEV_OFF,
         INODE_SB_OFF, MAPPING_HOST_OFF, PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
@@ -56,6 +56,7 @@ fn account<C: EbpfContext>(ctx: &C, dev: u32, bytes: u64) {
         c.dirtied_bytes += bytes;
         c.dirtied_events += 1;
     });
+    burst::observe(&key, bytes);
 }
 
 #[inline(always)]

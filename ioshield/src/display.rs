@@ -11,6 +11,18 @@ pub fn show_rate(bytes_per_sec: f64) -> String {
     }
 }
 
+/// `12.5 MB`.
+pub fn show_bytes(bytes: u64) -> String {
+    let b = bytes as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else {
+        format!("{:.0} kB", b / 1e3)
+    }
+}
+
 /// A process name as it may be printed on a terminal: any program can name itself with escape
 /// sequences, which would otherwise reach the reader's terminal raw.
 pub fn printable(name: &str) -> String {
@@ -34,6 +46,7 @@ mod tests {
         assert_eq!(show_rate(30e6), "30.0 MB/s");
         assert_eq!(show_rate(1.5e9), "1.50 GB/s");
         assert_eq!(show_rate(2e3), "2 kB/s");
+        assert_eq!(show_bytes(7_500_000), "7.5 MB");
     }
 
     #[test]

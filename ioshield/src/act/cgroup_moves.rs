@@ -77,7 +77,11 @@ pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits) -> R
         None => fs.write_file(
             cg,
             "io.max",
-            &format!("{} wbps={}", limits.dev, limits.wbps),
+            &format!(
+                "{} wbps={}",
+                limits.dev,
+                super::method::io_max_wbps(limits.wbps)
+            ),
         )?,
     }
     if let Some(m) = limits.memory_high {

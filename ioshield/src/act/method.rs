@@ -2,6 +2,7 @@
 use super::cgroup::Cgroupfs;
 use crate::{
     config::{ActionKind, DevicePolicy},
+    detect::bandwidth::Estimate,
     display::show_rate,
     system::devices::{DevId, Disk},
 };
@@ -21,6 +22,7 @@ pub enum Method {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CgroupLimits {
     pub dev: DevId,
+    /// [`NO_WRITE_LIMIT`] while the disk's speed is only assumed.
     pub wbps: u64,
     /// iocost weight, used instead of `io.max` when iocost is on for the device.
     pub weight: Option<u16>,
@@ -31,8 +33,32 @@ pub struct CgroupLimits {
 pub struct ScopeLimits {
     /// Device node systemd knows the disk by, e.g. `/dev/vdb`.
     pub device: String,
+    /// [`NO_WRITE_LIMIT`] while the disk's speed is only assumed.
     pub wbps: u64,
     pub memory_high: Option<u64>,
+}
+
+/// `io.max wbps=max`, and systemd's "infinity" for `IOWriteBandwidthMax=` (UINT64_MAX): the
+/// limit of a restriction made before the disk was measured, which holds the offender through
+/// `memory.high` alone.
+pub const NO_WRITE_LIMIT: u64 = u64::MAX;
+
+/// A write limit as io.max and `systemctl show` spell it.
+fn show_wbps(wbps: u64) -> String {
+    if wbps == NO_WRITE_LIMIT {
+        "max".into()
+    } else {
+        show_rate(wbps as f64).replace(' ', "")
+    }
+}
+
+/// The value io.max takes.
+pub fn io_max_wbps(wbps: u64) -> String {
+    if wbps == NO_WRITE_LIMIT {
+        "max".into()
+    } else {
+        wbps.to_string()
+    }
 }
 
 impl ScopeLimits {
@@ -41,7 +67,7 @@ impl ScopeLimits {
         let mut s = format!(
             "IOWriteBandwidthMax={} {}",
             self.device,
-            show_rate(self.wbps as f64).replace(' ', "")
+            show_wbps(self.wbps)
         );
         if let Some(m) = self.memory_high {
             s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
@@ -85,7 +111,7 @@ impl Method {
             Method::Cgroup(l) => {
                 let mut s = match l.weight {
                     Some(w) => format!("io.weight={w} (iocost)"),
-                    None => format!("io.max wbps={}", show_rate(l.wbps as f64).replace(' ', "")),
+                    None => format!("io.max wbps={}", show_wbps(l.wbps)),
                 };
                 if let Some(m) = l.memory_high {
                     s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
@@ -101,10 +127,15 @@ impl Method {
 pub fn method_for(
     disk: &Disk,
     policy: &DevicePolicy,
-    bw: f64,
+    estimate: Estimate,
     cgroup_action: &Result<CgroupAction, String>,
 ) -> (Method, Option<String>) {
-    let wbps = (policy.limit * bw) as u64;
+    let bw = estimate.bytes_per_sec;
+    let wbps = if estimate.measured() {
+        (policy.limit * bw) as u64
+    } else {
+        NO_WRITE_LIMIT
+    };
     let memory_high = policy.memory_high.bytes(bw, policy.max_flush_seconds);
     let cgroup = |how: &CgroupAction| match how {
         CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
@@ -155,12 +186,36 @@ mod tests {
         }
     }
 
+    const MEASURED: Estimate = Estimate {
+        bytes_per_sec: 30e6,
+        source: "configured",
+    };
+
+    #[test]
+    fn no_write_limit_from_an_assumed_speed() {
+        let policy = Config::default().policy_for(None).clone();
+        let guess = crate::detect::bandwidth::BandwidthEstimator::default().estimate(
+            disk().id,
+            crate::config::Bandwidth::Auto,
+            None,
+        );
+        assert!(!guess.measured());
+        let (m, _) = method_for(&disk(), &policy, guess, &Ok(CgroupAction::Systemd));
+        let Method::SystemdScope(l) = &m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(l.wbps, NO_WRITE_LIMIT);
+        assert!(l.memory_high.is_some(), "memory.high holds it meanwhile");
+        assert!(m.describe().contains("IOWriteBandwidthMax=/dev/vdb max"));
+        assert_eq!(io_max_wbps(l.wbps), "max");
+    }
+
     #[test]
     fn limits_follow_the_policy_and_fallbacks_say_why() {
         let config = Config::default();
         let mut policy = config.policy_for(None).clone();
         policy.limit = 0.5;
-        let (m, note) = method_for(&disk(), &policy, 30e6, &Ok(CgroupAction::Systemd));
+        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
         assert_eq!(note, None);
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
@@ -174,12 +229,12 @@ mod tests {
                 .contains("IOWriteBandwidthMax=/dev/vdb 15.0MB/s")
         );
 
-        let (m, note) = method_for(&disk(), &policy, 30e6, &Err("no io controller".into()));
+        let (m, note) = method_for(&disk(), &policy, MEASURED, &Err("no io controller".into()));
         assert_eq!(m, Method::Ioprio);
         assert!(note.unwrap().contains("no io controller"));
 
         policy.action = ActionKind::DryRun;
-        let (m, note) = method_for(&disk(), &policy, 30e6, &Ok(CgroupAction::Systemd));
+        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
         assert_eq!((m, note), (Method::DryRun, None));
     }
 }

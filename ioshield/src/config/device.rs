@@ -9,6 +9,9 @@ use super::{
 
 /// `max_flush_seconds` over an hour means the trigger never fires; say 0 to turn it off.
 const MAX_FLUSH_SECONDS: f64 = 3600.0;
+/// A window under 10 ms is noise from one large folio; over 10 s the tick has long acted.
+const MIN_BURST_SECONDS: f64 = 0.01;
+const MAX_BURST_SECONDS: f64 = 10.0;
 /// A `memory.high` under a few MiB does not slow the offender, it stops it dead.
 const MEMORY_HIGH_MIN: u64 = 4 << 20;
 
@@ -89,6 +92,18 @@ pub(super) fn device_policy(
         },
     )? {
         p.max_flush_seconds = v;
+    }
+    if let Some(v) = ctx.value(&raw.burst_seconds, &key("burst_seconds"), |f: &f64| {
+        if *f == 0.0 || (MIN_BURST_SECONDS..=MAX_BURST_SECONDS).contains(f) {
+            Ok(*f)
+        } else {
+            Err(format!(
+                "{f} must be 0 (off) or a number of seconds from {MIN_BURST_SECONDS} to \
+                 {MAX_BURST_SECONDS}"
+            ))
+        }
+    })? {
+        p.burst_seconds = v;
     }
     if let Some(v) = ctx.value(&raw.action, &key("action"), |s: &String| {
         ActionKind::parse(s)

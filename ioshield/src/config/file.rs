@@ -400,6 +400,7 @@ action = "cgroup"
             Just("release_at"),
             Just("hold"),
             Just("max_flush_seconds"),
+            Just("burst_seconds"),
             Just("limit"),
             Just("memory_high"),
             Just("bogus"),

@@ -132,6 +132,9 @@ pub struct DevicePolicy {
     pub hold: Duration,
     /// Restrict when the disk's dirty backlog would take longer than this to flush (0: off).
     pub max_flush_seconds: f64,
+    /// Restrict at once a process that alone dirties faster than the disk writes for this long
+    /// (checked in the kernel, per write; 0: off).
+    pub burst_seconds: f64,
     pub action: ActionKind,
     /// io.max write limit for a restricted offender, as a fraction of the bandwidth.
     pub limit: f64,
@@ -185,6 +188,7 @@ impl Default for Config {
                 release_at: 0.2,
                 hold: Duration::from_secs(10),
                 max_flush_seconds: 1.0,
+                burst_seconds: 0.25,
                 action: ActionKind::Auto,
                 limit: 0.5,
                 memory_high: MemoryHigh::Auto,

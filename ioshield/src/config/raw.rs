@@ -57,6 +57,7 @@ pub(super) struct RawDevice {
     pub(super) release_at: Option<Spanned<f64>>,
     pub(super) hold: Option<Spanned<String>>,
     pub(super) max_flush_seconds: Option<Spanned<f64>>,
+    pub(super) burst_seconds: Option<Spanned<f64>>,
     pub(super) action: Option<Spanned<String>>,
     pub(super) limit: Option<Spanned<f64>>,
     pub(super) memory_high: Option<Spanned<String>>,

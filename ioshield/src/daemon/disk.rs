@@ -97,6 +97,13 @@ impl DiskRuntime {
                 disk.label(),
                 policy.max_flush_seconds
             ),
+            Trigger::Burst { bytes, seconds } => format!(
+                "dirtied {} in {:.0} ms on {}, faster than the disk's {}",
+                crate::display::show_bytes(bytes),
+                seconds * 1000.0,
+                disk.label(),
+                show_rate(bw)
+            ),
         };
         let verb = if *method == Method::DryRun {
             "would restrict"

@@ -21,12 +21,12 @@ use crate::{
         bandwidth::BandwidthEstimator,
         eligibility::Eligibility,
         offender,
-        policy::{Decision, Inputs},
+        policy::{Candidate, Decision, Inputs},
         rates::Rates,
     },
     display::show_rate,
     model::tree::ProcessTree,
-    probe::Probe,
+    probe::{Probe, burst::Burst},
     system::{
         bdi,
         devices::{self, DevId, Devices, Disk},
@@ -35,6 +35,9 @@ use crate::{
 
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
+/// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
+/// dirtying fast; its later reports are ignored this long instead of waking the daemon each time.
+const IGNORE_BURSTS_FOR: Duration = Duration::from_secs(10);
 
 pub struct Engine {
     config: Config,
@@ -56,6 +59,9 @@ pub struct Engine {
     /// Measured disk speeds kept across restarts, and each disk's identity in that file.
     speeds: SpeedFile,
     identities: HashMap<DevId, Option<String>>,
+    /// Kernel burst reports not yet judged, and reporters that may not be chosen.
+    bursts: Vec<(Disk, Burst)>,
+    ignored_bursts: HashMap<u32, Instant>,
     pub metrics: Metrics,
 }
 
@@ -87,6 +93,8 @@ impl Engine {
             pending_undos: 0,
             speeds,
             identities: HashMap::new(),
+            bursts: Vec::new(),
+            ignored_bursts: HashMap::new(),
             metrics: Metrics::new(),
         };
         e.resolve_sections(true);
@@ -153,6 +161,36 @@ impl Engine {
             .clone()
     }
 
+    /// The kernel reported processes dirtying faster than their disks write: judge now rather
+    /// than at the next tick. Returns whether a step ran.
+    pub fn on_bursts(
+        &mut self,
+        bursts: Vec<Burst>,
+        probe: &mut Probe,
+        tree: &mut ProcessTree,
+        actuator: &mut Actuator,
+    ) -> Result<bool> {
+        tracing::debug!("kernel burst reports: {bursts:?}");
+        let now = Instant::now();
+        self.ignored_bursts
+            .retain(|_, at| now.duration_since(*at) < IGNORE_BURSTS_FOR);
+        let fresh: Vec<(Disk, Burst)> = bursts
+            .into_iter()
+            .filter(|b| !self.ignored_bursts.contains_key(&b.pid))
+            .map(|b| (probe.disk_of(b.dev), b))
+            .filter(|(d, _)| d.name.is_some())
+            .collect();
+        for (disk, _) in &fresh {
+            self.metrics.burst(disk);
+        }
+        if fresh.is_empty() {
+            return Ok(false);
+        }
+        self.bursts = fresh;
+        self.step(probe, tree, actuator)?;
+        Ok(true)
+    }
+
     pub fn step(
         &mut self,
         probe: &mut Probe,
@@ -207,10 +245,15 @@ impl Engine {
         );
         disks.sort();
         disks.dedup();
+        disks.extend(self.bursts.iter().map(|(d, _)| d.clone()));
+        disks.sort();
+        disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
             self.step_disk(&disk, now, tree, actuator, backlog);
         }
+        self.bursts.clear();
+        self.set_burst_limits(probe);
         let retried = actuator.retry_pending();
         self.metrics.undone_changes.inc_by(retried.restored as u64);
         if retried.restored > 0 {
@@ -239,6 +282,9 @@ impl Engine {
     ) {
         let policy = self.policy(disk);
         let elsewhere = self.held_elsewhere(disk);
+        let burst = self
+            .burst_on(disk, tree)
+            .filter(|(c, _, _)| !elsewhere.contains(&c.pid));
         if !self.identities.contains_key(&disk.id) {
             let identity = devices::identity(disk);
             if let Some(speed) = identity.as_deref().and_then(|i| self.speeds.get(i)) {
@@ -285,6 +331,19 @@ impl Engine {
             self.config.daemon.parent_factor,
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
+        // A burst names the process that wrote; when the subtree the tick would choose holds
+        // it (a shell looping over short-lived writers, a build), that subtree is the offender.
+        let burst = burst.map(|(b, bytes, secs)| match candidate {
+            Some(c) if c.pid != b.pid && tree.ancestry(b.pid).any(|p| p == c.pid) => (
+                Candidate {
+                    pid: c.pid,
+                    score: c.score.max(b.score),
+                },
+                bytes,
+                secs,
+            ),
+            _ => (b, bytes, secs),
+        });
         rt.writers = Self::top_writers(&self.eligibility, tree, &scores);
         let held_root = rt.state.held.as_ref().map(|h| h.root);
         // A restriction is judged by what still lives in it: the root may exit while children it
@@ -313,6 +372,7 @@ impl Engine {
             held_gone,
             bandwidth: bw,
             flush_seconds: Some(backlog / bw),
+            burst,
         };
         let decision = rt.state.step(&inputs, &policy);
         let mut fx = Effects {
@@ -323,7 +383,7 @@ impl Engine {
         };
         match decision {
             Some(Decision::Restrict { offender, trigger }) => {
-                let (method, note) = method_for(disk, &policy, bw, &self.cgroup_action);
+                let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
                 rt.use_method(disk, &method, note);
                 let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
                 let plan = Plan {
@@ -354,10 +414,68 @@ impl Engine {
                 if let Some(root) = held_root {
                     let members = offender::members(tree, &self.eligibility, root, &elsewhere);
                     rt.sweep(&members, &mut fx);
-                    let (method, _) = method_for(disk, &policy, bw, &self.cgroup_action);
+                    let (method, _) = method_for(disk, &policy, estimate, &self.cgroup_action);
                     rt.retune(disk, method, bw, &mut fx);
                 }
             }
+        }
+    }
+
+    /// The choosable process with the fastest burst reported on `disk`, if any.
+    fn burst_on(&mut self, disk: &Disk, tree: &ProcessTree) -> Option<(Candidate, u64, f64)> {
+        let mut best: Option<(Candidate, u64, f64)> = None;
+        for (_, b) in self.bursts.iter().filter(|(d, _)| d == disk) {
+            let choosable = tree
+                .get(b.pid)
+                .map(|n| self.eligibility.choosable(tree, b.pid, n));
+            match choosable {
+                Some(Ok(())) => {}
+                Some(Err(why)) => {
+                    tracing::debug!("burst of pid {} on {} ignored: {why}", b.pid, disk.label());
+                    self.ignored_bursts.insert(b.pid, Instant::now());
+                    continue;
+                }
+                None => continue,
+            }
+            let rate = b.bytes_per_sec();
+            if best.as_ref().is_none_or(|(c, _, _)| rate > c.score) {
+                best = Some((
+                    Candidate {
+                        pid: b.pid,
+                        score: rate,
+                    },
+                    b.bytes,
+                    b.elapsed.as_secs_f64(),
+                ));
+            }
+        }
+        best
+    }
+
+    /// Each disk's burst limit for the kernel side: more than the disk writes in
+    /// `burst_seconds`, within `burst_seconds`. Disks not seen yet get the default policy's
+    /// limit at the speed assumed for a disk that has not been measured.
+    fn set_burst_limits(&self, probe: &mut Probe) {
+        let limit = |p: &DevicePolicy, bw: f64| ioshield_common::BurstLimit {
+            window_ns: (p.burst_seconds * 1e9) as u64,
+            bytes: (p.burst_seconds * bw) as u64,
+        };
+        let default = limit(
+            &self.config.default_device,
+            self.bandwidth
+                .estimate(
+                    DevId { major: 0, minor: 0 },
+                    self.config.default_device.bandwidth,
+                    None,
+                )
+                .bytes_per_sec,
+        );
+        let result = probe.set_burst_limits(default, |disk| {
+            let bw = self.disks.get(disk)?.bandwidth?.bytes_per_sec;
+            Some(limit(&self.policy(disk), bw))
+        });
+        if let Err(e) = result {
+            tracing::warn!("burst limits not updated: {e:#}");
         }
     }
 

@@ -71,6 +71,7 @@ pub struct Metrics {
     pub undone_changes: Counter,
     pub pending_undos: Gauge,
     pub lost: Family<LostLabel, Counter>,
+    pub bursts: Family<DeviceLabel, Counter>,
     pub program_runs: Family<ProgramLabel, Counter>,
     pub program_seconds: Family<ProgramLabel, FloatCounter>,
     /// Last totals read from the kernel, to turn them into counter increments.
@@ -89,6 +90,7 @@ impl Metrics {
             undone_changes: Counter::default(),
             pending_undos: Gauge::default(),
             lost: Family::default(),
+            bursts: Family::default(),
             program_runs: Family::default(),
             program_seconds: Family::default(),
             program_totals: std::collections::HashMap::new(),
@@ -136,6 +138,11 @@ impl Metrics {
             m.lost.clone(),
         );
         registry.register(
+            "bursts",
+            "Kernel reports of a process dirtying faster than the disk writes, per disk",
+            m.bursts.clone(),
+        );
+        registry.register(
             "bpf_program_runs",
             "Runs of each BPF program (counted while kernel.bpf_stats_enabled=1)",
             m.program_runs.clone(),
@@ -173,6 +180,7 @@ impl Metrics {
         for (kind, n) in [
             ("counter_map_full", lost.counter_map_full),
             ("lifecycle_dropped", lost.lifecycle_events_dropped),
+            ("burst_dropped", lost.bursts_dropped),
             ("kernel_read_failed", lost.kernel_reads_failed),
         ] {
             self.lost
@@ -188,6 +196,11 @@ impl Metrics {
                 .get_or_create(&label)
                 .inc_by(delta.throttle_ms as f64 / 1000.0);
         }
+    }
+
+    /// A kernel burst report on `disk`.
+    pub fn burst(&self, disk: &Disk) {
+        self.bursts.get_or_create(&DeviceLabel::of(disk)).inc();
     }
 
     /// A disk's current bandwidth and whether an offender is restricted on it.

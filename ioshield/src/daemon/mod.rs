@@ -56,6 +56,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // the BPF programs can take longer than that under emulation: keep it fed until READY=1.
     let starting = StartupWatchdog::start();
     let mut probe = Probe::start()?;
+    let mut bursts = probe.take_bursts();
     // Parsing the kernel's BTF for offsets takes tens of MB that are free again now; hand them
     // back so a long-running daemon's RSS reflects what it uses.
     // SAFETY: glibc call with no preconditions.
@@ -100,6 +101,20 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let mut said = String::new();
     let result = loop {
         tokio::select! {
+            batch = next_bursts(&mut bursts) => {
+                match batch {
+                    Ok(batch) => match engine.on_bursts(batch, &mut probe, &mut tree, &mut actuator) {
+                        Ok(true) => publish(&engine),
+                        Ok(false) => {}
+                        Err(e) => break Err(e),
+                    },
+                    Err(e) => {
+                        // The tick still sees every writer, a second later.
+                        tracing::warn!("burst reports unavailable, judging at each tick only: {e:#}");
+                        bursts = None;
+                    }
+                }
+            }
             _ = ticker.tick() => {
                 if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator) {
                     break Err(e);
@@ -137,6 +152,16 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let report = actuator.release_all();
     log_undo("stopping: restored everything", &report);
     result
+}
+
+/// The next batch of kernel burst reports; never ready when there is no reader.
+async fn next_bursts(
+    reader: &mut Option<crate::probe::burst::BurstReader>,
+) -> Result<Vec<crate::probe::burst::Burst>> {
+    match reader {
+        Some(r) => r.next_batch().await,
+        None => std::future::pending().await,
+    }
 }
 
 fn log_undo(what: &str, r: &UndoReport) {

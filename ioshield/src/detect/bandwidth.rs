@@ -11,8 +11,14 @@ use std::collections::HashMap;
 
 use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 
-/// What the kernel itself assumes for a disk it has not measured yet (INIT_BW).
-pub const UNMEASURED: f64 = 100e6;
+/// The speed a disk is judged at before anything measured it: about what a USB 2 stick, an SD
+/// card or a disk behind a slow link writes. Judging an unknown disk as that slow restricts a fast
+/// writer at once, before its backlog exists; a restriction on a disk that is only assumed slow
+/// sets no write limit (`Estimate::measured`), so a faster disk shows its speed under the
+/// writer's own writeback within a second or two, and the restriction is retuned or released.
+/// The kernel's own starting point (INIT_BW, 100 MiB/s) is no better a guess, and it is not a
+/// safe one: it judged the test bed's 30 MB/s disk as three times faster than it is.
+pub const UNMEASURED: f64 = 25e6;
 /// The kernel's INIT_BW exactly: 100 MiB/s (`BdiWriteBandwidth: 102400 kBps`).
 const KERNEL_INITIAL: u64 = 100 << 20;
 /// No disk is judged against less than this: an estimate of zero (seen from debugfs on an idle
@@ -30,6 +36,18 @@ const PEAK_DECAY: f64 = 0.998;
 pub struct Estimate {
     pub bytes_per_sec: f64,
     pub source: &'static str,
+}
+
+const NOT_MEASURED: &str = "not yet measured, assumed as slow as a USB stick";
+const OBSERVED_PEAK: &str = "not yet measured, the fastest it was seen writing";
+
+impl Estimate {
+    /// False while the figure is an assumption or a lower bound, not the disk's speed: then a
+    /// write limit derived from it could hold a fast disk's writer far below its speed for good
+    /// (a limited writer never keeps the disk busy enough to be measured).
+    pub fn measured(&self) -> bool {
+        self.source != NOT_MEASURED && self.source != OBSERVED_PEAK
+    }
 }
 
 #[derive(Default)]
@@ -112,13 +130,13 @@ impl BandwidthEstimator {
             };
         }
         match self.peak.get(&dev) {
-            Some(&p) if p >= MINIMUM => Estimate {
+            Some(&p) if p > UNMEASURED => Estimate {
                 bytes_per_sec: p,
-                source: "observed peak",
+                source: OBSERVED_PEAK,
             },
             _ => Estimate {
                 bytes_per_sec: UNMEASURED,
-                source: "not yet measured",
+                source: NOT_MEASURED,
             },
         }
     }
@@ -180,17 +198,24 @@ mod tests {
         let mut e = BandwidthEstimator::default();
         // An idle disk: the kernel still says INIT_BW, nothing was seen.
         let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
-        assert_eq!(est.source, "not yet measured");
-        // A first burst absorbed by the disk's cache: seen, not saturated.
-        e.observe(&tick(20_000_000, 300));
+        assert_eq!((est.bytes_per_sec, est.source), (UNMEASURED, NOT_MEASURED));
+        assert!(!est.measured());
+        // Seen writing slower than the assumption: that says nothing about its speed.
+        e.observe(&tick(5_000_000, 300));
         let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
-        assert_eq!((est.bytes_per_sec, est.source), (20e6, "observed peak"));
+        assert_eq!((est.bytes_per_sec, est.source), (UNMEASURED, NOT_MEASURED));
+        // A first burst absorbed by the disk's cache, faster than assumed: a lower bound.
+        e.observe(&tick(40_000_000, 300));
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(102_400 * 1024));
+        assert_eq!((est.bytes_per_sec, est.source), (40e6, OBSERVED_PEAK));
+        assert!(!est.measured());
         // A few seconds into writeback it has barely moved: still the guess.
         let est = e.estimate(DEV, Bandwidth::Auto, Some(104_200_000));
-        assert_eq!(est.source, "observed peak");
+        assert_eq!(est.source, OBSERVED_PEAK);
         // Once far from it, it is the kernel's measurement (with what was seen as a floor).
-        let est = e.estimate(DEV, Bandwidth::Auto, Some(30_000_000));
-        assert_eq!((est.bytes_per_sec, est.source), (30e6, "kernel estimate"));
+        let est = e.estimate(DEV, Bandwidth::Auto, Some(60_000_000));
+        assert_eq!((est.bytes_per_sec, est.source), (60e6, "kernel estimate"));
+        assert!(est.measured());
     }
 
     #[test]

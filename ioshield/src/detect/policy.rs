@@ -1,6 +1,7 @@
 //! Per-disk hysteresis: restrict when the top subtree's rate passes `restrict_at` of the disk's
-//! bandwidth (or the dirty backlog would take longer than `max_flush_seconds` to flush); release
-//! when the restricted subtree stays under `release_at` for `hold`.
+//! bandwidth (or the dirty backlog would take longer than `max_flush_seconds` to flush, or the
+//! kernel reported a process dirtying faster than the disk writes); release when the restricted
+//! subtree stays under `release_at` for `hold`.
 use std::time::{Duration, Instant};
 
 use crate::config::DevicePolicy;
@@ -17,6 +18,9 @@ pub enum Trigger {
     Rate,
     /// Backlog flush time over `max_flush_seconds`, with this offender still adding to it.
     FlushTime(f64),
+    /// The kernel saw it dirty this many bytes in this many seconds, faster than the disk
+    /// writes: restricted before a backlog exists rather than after.
+    Burst { bytes: u64, seconds: f64 },
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -52,12 +56,22 @@ pub struct Inputs {
     pub held_gone: bool,
     pub bandwidth: f64,
     pub flush_seconds: Option<f64>,
+    /// A choosable process the kernel reported since the last decision, with what it dirtied.
+    pub burst: Option<(Candidate, u64, f64)>,
 }
 
 impl DiskState {
     pub fn step(&mut self, i: &Inputs, p: &DevicePolicy) -> Option<Decision> {
         match &mut self.held {
             None => {
+                if let Some((o, bytes, seconds)) = i.burst
+                    && p.burst_seconds > 0.0
+                {
+                    return Some(Decision::Restrict {
+                        offender: o,
+                        trigger: Trigger::Burst { bytes, seconds },
+                    });
+                }
                 let o = i.offender?;
                 let trigger = if o.score > p.restrict_at * i.bandwidth {
                     Trigger::Rate
@@ -121,6 +135,7 @@ mod tests {
             held_gone: false,
             bandwidth: 30e6,
             flush_seconds: None,
+            burst: None,
         }
     }
 
@@ -193,6 +208,31 @@ mod tests {
             None,
             "a trickle is not the cause of the backlog"
         );
+    }
+
+    #[test]
+    fn a_burst_restricts_at_once_unless_turned_off() {
+        let mut p = Config::default().default_device;
+        let mut s = DiskState::default();
+        let mut i = inputs(Instant::now(), 0.0, 0.0);
+        i.offender = None;
+        i.burst = Some((Candidate { pid: 7, score: 9e7 }, 9_000_000, 0.1));
+        assert!(matches!(
+            s.step(&i, &p),
+            Some(Decision::Restrict {
+                offender: Candidate { pid: 7, .. },
+                trigger: Trigger::Burst {
+                    bytes: 9_000_000,
+                    ..
+                },
+            })
+        ));
+        p.burst_seconds = 0.0;
+        assert_eq!(s.step(&i, &p), None);
+        // Already holding someone on this disk: a burst does not stack a second restriction.
+        p.burst_seconds = 0.25;
+        s.hold(42);
+        assert_eq!(s.step(&i, &p), None);
     }
 
     #[test]

@@ -168,11 +168,12 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
         .iter()
         .map(|disk| {
             let policy = config.policy_for(Some(&disk.label())).clone();
-            let bw = match policy.bandwidth {
-                crate::config::Bandwidth::BytesPerSec(b) => b as f64,
-                crate::config::Bandwidth::Auto => 100e6,
-            };
-            let (method, note) = method_for(disk, &policy, bw, &action);
+            let estimate = crate::detect::bandwidth::BandwidthEstimator::default().estimate(
+                disk.id,
+                policy.bandwidth,
+                None,
+            );
+            let (method, note) = method_for(disk, &policy, estimate, &action);
             let knobs = if bdi::has_byte_limits(disk.id) {
                 "per-BDI max_bytes/strict_limit available"
             } else {

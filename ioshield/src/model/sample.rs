@@ -38,6 +38,8 @@ pub enum Lifecycle {
 pub struct Lost {
     pub counter_map_full: u64,
     pub lifecycle_events_dropped: u64,
+    /// Burst reports the kernel could not queue: the tick still sees those writers.
+    pub bursts_dropped: u64,
     pub kernel_reads_failed: u64,
 }
 

@@ -85,6 +85,15 @@ impl CounterReader {
         Ok((writes, self.lost()?))
     }
 
+    /// The devices (as the kernel side counts them) written since the last sweep.
+    pub fn raw_devs(&self) -> HashSet<u32> {
+        self.previous
+            .keys()
+            .map(|k| k.dev)
+            .filter(|&d| d != 0)
+            .collect()
+    }
+
     fn forget(&mut self, events: &[Lifecycle]) {
         self.reads += 1;
         let exited: HashSet<u32> = events
@@ -122,6 +131,7 @@ impl CounterReader {
         let lost = Lost {
             counter_map_full: delta(stat::COUNTER_MAP_FULL),
             lifecycle_events_dropped: delta(stat::RINGBUF_DROPPED),
+            bursts_dropped: delta(stat::BURST_DROPPED),
             kernel_reads_failed: delta(stat::READ_FAILED),
         };
         self.previous_stats = totals;

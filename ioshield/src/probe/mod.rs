@@ -2,6 +2,7 @@
 //! call to [`Probe::sample`]: what each process dirtied and how long it was throttled, per disk,
 //! since the previous call, plus process lifecycle events and the global dirty state.
 mod attach;
+pub mod burst;
 mod counters;
 mod kernel_log;
 mod lifecycle;
@@ -50,6 +51,8 @@ pub struct Probe {
     counters: counters::CounterReader,
     lifecycle: Option<lifecycle::LifecycleReader>,
     kernel_log: Option<kernel_log::KernelLog>,
+    bursts: Option<burst::BurstReader>,
+    burst_limits: burst::BurstLimits,
     devices: Devices,
     last: Instant,
     disks: std::collections::HashMap<crate::system::devices::DevId, diskstats::DiskCounters>,
@@ -65,11 +68,15 @@ impl Probe {
             None
         };
         let kernel_log = kernel_log::KernelLog::attach(&mut loaded.ebpf);
+        let bursts = Some(burst::BurstReader::new(&mut loaded.ebpf)?);
+        let burst_limits = burst::BurstLimits::new(&mut loaded.ebpf)?;
         Ok(Self {
             loaded,
             counters,
             lifecycle,
             kernel_log,
+            bursts,
+            burst_limits,
             devices: Devices::default(),
             last: Instant::now(),
             disks: diskstats::read(),
@@ -78,6 +85,34 @@ impl Probe {
 
     pub fn features(&self) -> &Features {
         &self.loaded.features
+    }
+
+    /// The burst reports, for the daemon's loop to wait on (once).
+    pub fn take_bursts(&mut self) -> Option<burst::BurstReader> {
+        self.bursts.take()
+    }
+
+    /// Tells the kernel side each disk's burst limit: `of_disk` for every device counted so far
+    /// (partitions count as their disk), `default` for devices not seen yet.
+    pub fn set_burst_limits(
+        &mut self,
+        default: ioshield_common::BurstLimit,
+        of_disk: impl Fn(&crate::system::devices::Disk) -> Option<ioshield_common::BurstLimit>,
+    ) -> Result<()> {
+        self.burst_limits.set_default(default)?;
+        for raw in self.counters.raw_devs() {
+            let disk = self
+                .devices
+                .resolve(crate::system::devices::DevId::from_kernel(raw));
+            self.burst_limits
+                .set(raw, of_disk(&disk).unwrap_or(default))?;
+        }
+        Ok(())
+    }
+
+    /// The disk a device counted by the kernel side belongs to.
+    pub fn disk_of(&mut self, dev: crate::system::devices::DevId) -> crate::system::devices::Disk {
+        self.devices.resolve(dev)
     }
 
     pub fn program_costs(&self) -> Vec<ProgramCost> {
