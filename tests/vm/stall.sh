@@ -13,6 +13,11 @@
 # Other env: SCHEDULER (mq-deadline), DURATION (50, seconds the innocent loads run), OFFENDER_START (5),
 # OFFENDER_STOP (45), ORACLE_WBPS (20000000, ~2/3 of the disk), CONFIG (daemon config; written
 # here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes).
+# OFFENDER: what floods the page cache, from OFFENDER_START:
+#   load  (default) `ioshield-load offender`: 1 MiB writes without pause until OFFENDER_STOP
+#   cp    `cp` of a 400 MB file from memory (the initramfs) to the data disk, then `sync`
+#   tar   `tar x` of 8192 files of 32 KiB (256 MiB) from a tarball in memory, then `sync`
+# cp and tar are fixed-size jobs: offender.json records their size and completion time.
 # For experiments and `cargo xtask bench` (all off or empty by default):
 #   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
@@ -31,6 +36,7 @@ ORACLE_WBPS=${ORACLE_WBPS:-20000000}
 CONFIG=${CONFIG:-$RESULTS/ioshield.toml}
 DAEMON_SETTLE=${DAEMON_SETTLE:-3}
 SCHEDULER=${SCHEDULER:-mq-deadline}
+OFFENDER=${OFFENDER:-load}
 CG=/sys/fs/cgroup
 DEV_NAME=${DATA_DEV#/dev/}
 DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
@@ -58,6 +64,24 @@ echo "realtime $realtime monotonic $(cut -d' ' -f1 /proc/uptime)" > "$RESULTS/cl
 
 # `;`-separated TOML lines from the environment, one per line.
 toml_lines() { [ -n "$1" ] && echo "$1" | tr ';' '\n'; return 0; }
+
+# The fixed-size jobs' sources live in memory (the initramfs), made before any load starts.
+SRC=/offender-src
+case $OFFENDER in
+    load) ;;
+    cp)
+        mkdir -p "$SRC" && head -c 400000000 /dev/zero > "$SRC/big" || exit 2
+        JOB_BYTES=400000000
+        ;;
+    tar)
+        mkdir -p "$SRC/files" &&
+            awk -v d="$SRC/files" 'BEGIN { s = sprintf("%32768s", ""); for (i = 0; i < 8192; i++) {
+                f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
+            tar -cf "$SRC/files.tar" -C "$SRC/files" . && rm -rf "$SRC/files" || exit 2
+        JOB_BYTES=268435456
+        ;;
+    *) echo "stall: unknown OFFENDER=$OFFENDER"; exit 2 ;;
+esac
 
 daemon=
 sampler=
@@ -102,8 +126,27 @@ if [ "${TIMELINE:-0}" = 1 ]; then
     sampler=$!
 fi
 
+# A fixed-size job run as the offender, recorded like the load generator's offender: its size,
+# its start and the moment its data was on the disk.
+job() {
+    sleep "$OFFENDER_START"
+    start=$(cut -d' ' -f1 /proc/uptime)
+    case $OFFENDER in
+        cp) cp "$SRC/big" "$DATA/offender-big" ;;
+        tar) mkdir -p "$DATA/offender-tree" && tar -xf "$SRC/files.tar" -C "$DATA/offender-tree" ;;
+    esac
+    status=$?
+    sync
+    end=$(cut -d' ' -f1 /proc/uptime)
+    awk -v s="$start" -v e="$end" -v b="$JOB_BYTES" -v p="$$" -v l="offender-$OFFENDER" 'BEGIN {
+        printf "{\"load\":\"%s\",\"pid\":%d,\"nominal_s\":0,\"start_s\":%s,\"cycle_ends_s\":[%s],", l, p, s, e
+        printf "\"metrics\":null,\"bytes_written\":%d,\"bytes_per_sec\":%f}\n", b, b / (e - s) }' \
+        > "$RESULTS/offender.json"
+    return $status
+}
+
 pids=
-for load in control write multiwrite; do
+for load in control write multiwrite commit; do
     ioshield-load "$load" --duration "${DURATION}s" --dir "$DATA" --out "$RESULTS/$load.json" \
         2>> "$RESULTS/loads.log" &
     pids="$pids $!"
@@ -111,13 +154,24 @@ done
 
 offender="ioshield-load offender --file $DATA/offender --delay ${OFFENDER_START}s \
     --duration $((OFFENDER_STOP - OFFENDER_START))s --out $RESULTS/offender.json"
+[ "$OFFENDER" = load ] || offender=job
 case $SCENARIO in
-    thesis) ionice -c3 $offender 2>> "$RESULTS/loads.log" & ;;
+    thesis)
+        if [ "$OFFENDER" = load ]; then
+            ionice -c3 $offender 2>> "$RESULTS/loads.log" &
+        else
+            (ionice -c3 -p "$(sh -c 'echo $PPID')"; job) 2>> "$RESULTS/loads.log" &
+        fi
+        ;;
     oracle)
         mkdir -p "$CG/oracle"
         echo "$DEVNUM wbps=$ORACLE_WBPS" > "$CG/oracle/io.max"
         # The offender enters its cgroup before it writes anything, as if placed there by hand.
-        sh -c "echo \$\$ > $CG/oracle/cgroup.procs && exec $offender" 2>> "$RESULTS/loads.log" &
+        if [ "$OFFENDER" = load ]; then
+            sh -c "echo \$\$ > $CG/oracle/cgroup.procs && exec $offender" 2>> "$RESULTS/loads.log" &
+        else
+            (sh -c 'echo $PPID' > "$CG/oracle/cgroup.procs"; job) 2>> "$RESULTS/loads.log" &
+        fi
         ;;
     *) $offender 2>> "$RESULTS/loads.log" & ;;
 esac
@@ -153,7 +207,7 @@ done > "$RESULTS/io.stat.txt"
 grep -E '^(nr_dirty|nr_writeback|nr_dirtied|nr_written) ' /proc/vmstat > "$RESULTS/vmstat.txt"
 cat "$RESULTS/loads.log"
 ioshield-load summarize "$RESULTS"/control.json "$RESULTS"/write.json \
-    "$RESULTS"/multiwrite.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
+    "$RESULTS"/multiwrite.json "$RESULTS"/commit.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
 if [ -n "$left" ]; then
     # Last, so that the host can quote it as the reason.
     echo "stall: the daemon left cgroups behind after it exited: $left"

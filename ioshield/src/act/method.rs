@@ -38,9 +38,8 @@ pub struct ScopeLimits {
     pub memory_high: Option<u64>,
 }
 
-/// `io.max wbps=max`, and systemd's "infinity" for `IOWriteBandwidthMax=` (UINT64_MAX): the
-/// limit of a restriction made before the disk was measured, which holds the offender through
-/// `memory.high` alone.
+/// `io.max wbps=max`, and systemd's "infinity" for `IOWriteBandwidthMax=` (UINT64_MAX): while
+/// the daemon lets an unmeasured disk show its speed, `memory.high` alone holds the offender.
 pub const NO_WRITE_LIMIT: u64 = u64::MAX;
 
 /// A write limit as io.max and `systemctl show` spell it.
@@ -103,6 +102,16 @@ impl Method {
         }
     }
 
+    /// The same restriction with its write limit lifted (memory.high kept).
+    pub fn without_write_limit(mut self) -> Method {
+        match &mut self {
+            Method::Cgroup(l) if l.weight.is_none() => l.wbps = NO_WRITE_LIMIT,
+            Method::SystemdScope(l) => l.wbps = NO_WRITE_LIMIT,
+            _ => {}
+        }
+        self
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Method::Ioprio => "ioprio idle".into(),
@@ -131,11 +140,7 @@ pub fn method_for(
     cgroup_action: &Result<CgroupAction, String>,
 ) -> (Method, Option<String>) {
     let bw = estimate.bytes_per_sec;
-    let wbps = if estimate.measured() {
-        (policy.limit * bw) as u64
-    } else {
-        NO_WRITE_LIMIT
-    };
+    let wbps = (policy.limit * bw) as u64;
     let memory_high = policy.memory_high.bytes(bw, policy.max_flush_seconds);
     let cgroup = |how: &CgroupAction| match how {
         CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
@@ -192,20 +197,15 @@ mod tests {
     };
 
     #[test]
-    fn no_write_limit_from_an_assumed_speed() {
+    fn without_the_write_limit_memory_high_stays() {
         let policy = Config::default().policy_for(None).clone();
-        let guess = crate::detect::bandwidth::BandwidthEstimator::default().estimate(
-            disk().id,
-            crate::config::Bandwidth::Auto,
-            None,
-        );
-        assert!(!guess.measured());
-        let (m, _) = method_for(&disk(), &policy, guess, &Ok(CgroupAction::Systemd));
+        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
+        let m = m.without_write_limit();
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
         };
         assert_eq!(l.wbps, NO_WRITE_LIMIT);
-        assert!(l.memory_high.is_some(), "memory.high holds it meanwhile");
+        assert!(l.memory_high.is_some());
         assert!(m.describe().contains("IOWriteBandwidthMax=/dev/vdb max"));
         assert_eq!(io_max_wbps(l.wbps), "max");
     }

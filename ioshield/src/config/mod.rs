@@ -79,7 +79,7 @@ impl Serialize for MemoryHigh {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Bandwidth {
-    /// Learned from the kernel's own estimate and the disk's write counters.
+    /// Measured from the disk's write counters while it is busy; assumed slow until then.
     Auto,
     BytesPerSec(u64),
 }

@@ -181,10 +181,10 @@ impl DiskRuntime {
         }
     }
 
-    /// Moves a held restriction's limits to what the disk's current bandwidth says, when that
-    /// changed by more than a fifth: a restriction made while the disk was not yet measured
-    /// (judged at the kernel's 100 MiB/s guess) would otherwise keep a limit above its speed.
-    pub fn retune(&mut self, disk: &Disk, method: Method, bw: f64, fx: &mut Effects<'_>) {
+    /// Moves a held restriction's limits to `method`, when its write limit changed by more than
+    /// a fifth: a restriction made while the disk was not yet measured would otherwise keep a
+    /// limit made from a guess.
+    pub fn retune(&mut self, disk: &Disk, method: Method, why: &str, fx: &mut Effects<'_>) {
         let (Some(id), Some(old), Some(new)) = (
             self.restriction,
             self.method.as_ref().and_then(Method::write_limit),
@@ -199,10 +199,9 @@ impl DiskRuntime {
             Ok(true) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
                 let message = format!(
-                    "retune pid {pid} on {}: {} (the disk now measures {})",
+                    "retune pid {pid} on {}: {} ({why})",
                     disk.label(),
-                    method.describe(),
-                    show_rate(bw)
+                    method.describe()
                 );
                 fx.log.decided(pid, "retune", message);
                 if let Some(o) = &mut self.offender {

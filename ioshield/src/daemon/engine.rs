@@ -27,10 +27,7 @@ use crate::{
     display::show_rate,
     model::tree::ProcessTree,
     probe::{Probe, burst::Burst},
-    system::{
-        bdi,
-        devices::{self, DevId, Devices, Disk},
-    },
+    system::devices::{self, DevId, Devices, Disk},
 };
 
 /// How often device sections naming absent disks are looked up again.
@@ -38,6 +35,9 @@ const RESOLVE_EVERY: u64 = 30;
 /// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
 /// dirtying fast; its later reports are ignored this long instead of waking the daemon each time.
 const IGNORE_BURSTS_FOR: Duration = Duration::from_secs(10);
+/// How long a restriction on a disk that has not been measured keeps the write limit made from
+/// the assumed speed.
+const PROBE_AFTER: Duration = Duration::from_secs(10);
 
 pub struct Engine {
     config: Config,
@@ -300,13 +300,10 @@ impl Engine {
             }
             self.identities.insert(disk.id, identity);
         }
-        let kernel_bw = bdi::stats(disk.id).map(|s| s.write_bandwidth);
-        let estimate = self
-            .bandwidth
-            .estimate(disk.id, policy.bandwidth, kernel_bw);
+        let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
         let rt = self.disks.entry(disk.clone()).or_default();
-        // The kernel's estimate moves with every writeback burst: say when it changed a lot, but
+        // The measured speed moves with every backlog: say when it changed a lot, but
         // at most once a minute (each decision line shows the value used anyway).
         if rt
             .bandwidth_logged
@@ -415,7 +412,26 @@ impl Engine {
                     let members = offender::members(tree, &self.eligibility, root, &elsewhere);
                     rt.sweep(&members, &mut fx);
                     let (method, _) = method_for(disk, &policy, estimate, &self.cgroup_action);
-                    rt.retune(disk, method, bw, &mut fx);
+                    // A limit from the assumed speed keeps a faster disk from ever being busy
+                    // enough to be measured: after a while, let the writer show the disk's
+                    // speed, held by memory.high alone.
+                    let probing = !estimate.measured()
+                        && rt
+                            .offender
+                            .as_ref()
+                            .is_some_and(|o| o.since.elapsed() >= PROBE_AFTER);
+                    let (method, why) = if probing {
+                        (
+                            method.without_write_limit(),
+                            format!(
+                                "the disk is not measured after {}s: no write limit until it is",
+                                PROBE_AFTER.as_secs()
+                            ),
+                        )
+                    } else {
+                        (method, format!("the disk now measures {}", show_rate(bw)))
+                    };
+                    rt.retune(disk, method, &why, &mut fx);
                 }
             }
         }
@@ -466,7 +482,6 @@ impl Engine {
                 .estimate(
                     DevId { major: 0, minor: 0 },
                     self.config.default_device.bandwidth,
-                    None,
                 )
                 .bytes_per_sec,
         );

@@ -168,11 +168,8 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
         .iter()
         .map(|disk| {
             let policy = config.policy_for(Some(&disk.label())).clone();
-            let estimate = crate::detect::bandwidth::BandwidthEstimator::default().estimate(
-                disk.id,
-                policy.bandwidth,
-                None,
-            );
+            let estimate = crate::detect::bandwidth::BandwidthEstimator::default()
+                .estimate(disk.id, policy.bandwidth);
             let (method, note) = method_for(disk, &policy, estimate, &action);
             let knobs = if bdi::has_byte_limits(disk.id) {
                 "per-BDI max_bytes/strict_limit available"

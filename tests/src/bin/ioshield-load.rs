@@ -1,5 +1,5 @@
-//! `ioshield-load`: the thesis's loads (control, write, multiwrite, offender) for measuring
-//! stalls, and `summarize` to read their records. Runs inside the test VM as well as on a host.
+//! `ioshield-load`: the thesis's loads (control, write, multiwrite, offender) and a database-like
+//! commit load for measuring stalls, and `summarize` to read their records. Runs inside the test VM as well as on a host.
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Result;
@@ -44,6 +44,8 @@ enum Command {
     Write(Common),
     /// Create a new file, write 6 bytes, close it, sleep 100 ms.
     Multiwrite(Common),
+    /// Append 4 KiB to an open file and fdatasync it, sleep 100 ms (a database's commit).
+    Commit(Common),
     /// Write chunks through the page cache without pause.
     Offender {
         /// File to write (with --threads, FILE.0, FILE.1, ...).
@@ -99,6 +101,7 @@ fn run(cli: Cli) -> Result<()> {
             innocent::run(Innocent::Multiwrite, c.duration, &c.dir)?,
             c.out,
         ),
+        Command::Commit(c) => (innocent::run(Innocent::Commit, c.duration, &c.dir)?, c.out),
         Command::Offender {
             file,
             delay,

@@ -22,6 +22,9 @@ pub enum Innocent {
     /// Creates a new file, writes to it, closes it, sleeps 100 ms: stalls on the journal too, and
     /// suffers most in the thesis (openat).
     Multiwrite,
+    /// Appends 4 KiB to a file kept open and `fdatasync`s it, sleeps 100 ms: a database's
+    /// commit. Its pauses are commit latencies beyond the sleep.
+    Commit,
 }
 
 impl Innocent {
@@ -30,18 +33,21 @@ impl Innocent {
             Innocent::Control => "control",
             Innocent::Write => "write",
             Innocent::Multiwrite => "multiwrite",
+            Innocent::Commit => "commit",
         }
     }
 
     pub fn nominal(self) -> Duration {
         match self {
             Innocent::Control | Innocent::Write => Duration::from_millis(50),
-            Innocent::Multiwrite => Duration::from_millis(100),
+            Innocent::Multiwrite | Innocent::Commit => Duration::from_millis(100),
         }
     }
 }
 
 const PAYLOAD: &[u8] = b"hello\n";
+/// One database page per commit.
+const COMMIT_BYTES: usize = 4096;
 
 /// Runs `load` for `duration` (or until SIGTERM) in `dir`, which the write loads write into.
 pub fn run(load: Innocent, duration: Duration, dir: &Path) -> Result<LoadRecord> {
@@ -80,8 +86,8 @@ struct Work {
 impl Work {
     fn open(load: Innocent, dir: &Path) -> Result<Self> {
         let open_file = match load {
-            Innocent::Write => {
-                let path = dir.join(format!("write-{}.log", std::process::id()));
+            Innocent::Write | Innocent::Commit => {
+                let path = dir.join(format!("{}-{}.log", load.name(), std::process::id()));
                 Some(
                     OpenOptions::new()
                         .create(true)
@@ -116,6 +122,12 @@ impl Work {
                 let f = self.open_file.as_mut().expect("opened for the write load");
                 f.write_all(PAYLOAD).context("write load")?;
                 self.bytes += PAYLOAD.len() as u64;
+            }
+            Innocent::Commit => {
+                let f = self.open_file.as_mut().expect("opened for the commit load");
+                f.write_all(&[b'c'; COMMIT_BYTES]).context("commit load")?;
+                f.sync_data().context("commit load: fdatasync")?;
+                self.bytes += COMMIT_BYTES as u64;
             }
             Innocent::Multiwrite => {
                 let path = self.dir.join(format!("f{}", self.created));

@@ -18,7 +18,31 @@ pub struct Plan {
     pub scenarios: Vec<String>,
     pub repeat: usize,
     pub duration: u64,
+    /// `load`, `cp` or `tar` (stall.sh's OFFENDER).
+    pub offender: String,
     pub out: PathBuf,
+}
+
+/// A scenario as a file name: `ioshield:limit = 0.8` -> `ioshield_limit___0.8`.
+pub fn slug(scenario: &str) -> String {
+    scenario
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// `ioshield:limit = 0.8` -> (`ioshield`, Some(`limit = 0.8`)).
+pub fn split_variant(scenario: &str) -> (&str, Option<&str>) {
+    match scenario.split_once(':') {
+        Some((base, lines)) => (base, Some(lines)),
+        None => (scenario, None),
+    }
 }
 
 impl Plan {
@@ -26,7 +50,7 @@ impl Plan {
     pub fn run_dir(&self, scenario: &str, kernel: &str, repeat: usize) -> PathBuf {
         self.out
             .join("runs")
-            .join(scenario)
+            .join(slug(scenario))
             .join(kernel)
             .join(format!("r{repeat}"))
     }
@@ -40,8 +64,10 @@ impl Plan {
 
     fn env(&self, scenario: &str) -> Vec<String> {
         let (start, stop) = self.offender_window();
+        let (base, lines) = split_variant(scenario);
         let mut env = vec![
-            format!("SCENARIO={scenario}"),
+            format!("SCENARIO={base}"),
+            format!("OFFENDER={}", self.offender),
             format!("DURATION={}", self.duration),
             format!("OFFENDER_START={start}"),
             format!("OFFENDER_STOP={stop}"),
@@ -49,6 +75,9 @@ impl Plan {
         ];
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
+        }
+        if let Some(lines) = lines {
+            env.push(format!("IOSHIELD_DEVICE={lines}"));
         }
         env
     }

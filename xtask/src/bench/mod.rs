@@ -24,9 +24,15 @@ pub struct BenchArgs {
     /// Kernel series (comma-separated or repeated).
     #[arg(long, value_delimiter = ',', default_values_t = crate::vm::kernels::all_series())]
     kernel: Vec<String>,
-    /// Scenarios (comma-separated or repeated); `none` is always added as the reference.
+    /// Scenarios (comma-separated or repeated); `none` is always added as the reference. A
+    /// variant of the daemon's configuration is written `ioshield:TOML` with `;` between lines,
+    /// e.g. `ioshield:limit = 0.8`: its lines go into the data disk's `[device]` section.
     #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]
     scenario: Vec<String>,
+    /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file) or `tar`
+    /// (`tar x` of 8192 files of 32 KiB). The last two are fixed-size jobs, timed to `sync`.
+    #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar"])]
+    offender: String,
     /// Runs per scenario and kernel.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -59,7 +65,8 @@ pub fn main(args: BenchArgs) -> Result<()> {
     let out = absolute(&args.out);
     let mut scenarios = args.scenario.clone();
     for s in &scenarios {
-        if !SCENARIOS.contains(&s.as_str()) {
+        let (base, _) = matrix::split_variant(s);
+        if !SCENARIOS.contains(&base) {
             anyhow::bail!("unknown scenario {s}; known: {}", SCENARIOS.join(", "));
         }
     }
@@ -72,6 +79,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         scenarios,
         repeat: args.repeat.max(1),
         duration: args.duration,
+        offender: args.offender.clone(),
         out: out.clone(),
     };
     if !args.report_only {

@@ -30,7 +30,10 @@ pub fn timelines(plan: &Plan, runs: &[Run]) -> Result<Vec<PathBuf>> {
             else {
                 continue;
             };
-            let path = plan.out.join(format!("timeline-{scenario}-{kernel}.png"));
+            let path = plan.out.join(format!(
+                "timeline-{}-{kernel}.png",
+                super::matrix::slug(scenario)
+            ));
             draw(run, &path, plan.duration as f64)
                 .with_context(|| format!("drawing {}", path.display()))?;
             written.push(path);

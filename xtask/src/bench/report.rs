@@ -11,17 +11,25 @@ use super::{
 };
 
 /// The loads the tables compare; `control` does no I/O and only shows the host's noise.
-const TABLE_LOADS: &[&str] = &["write", "multiwrite"];
+const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit"];
 
 pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let mut md = String::new();
     let (start, stop) = plan.offender_window();
     let _ = writeln!(
         md,
-        "# ioshield stall bench\n\n{} s loads, offender {start}-{stop} s, up to {} repeats; \
-         median (min-max) of the repeats; `x none` = median over the same kernel's `none` \
-         median, from this bench.\n",
-        plan.duration, plan.repeat
+        "# ioshield stall bench\n\n{} s loads, offender `{}` from {start} s{}, up to {} \
+         repeats; median (min-max) of the repeats; `x none` = median over the same kernel's \
+         `none` median, from this bench. p50/p99: of every cycle's time beyond its nominal \
+         length (for `commit`, the fdatasync latency).\n",
+        plan.duration,
+        plan.offender,
+        if plan.offender == "load" {
+            format!(" to {stop} s")
+        } else {
+            " (a fixed-size job)".to_string()
+        },
+        plan.repeat
     );
     for kernel in &plan.kernels {
         for load in TABLE_LOADS {
@@ -29,9 +37,9 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
             let _ = writeln!(
                 md,
                 "| scenario | runs | longest pause s | x none | total paused s | x none | \
-                 wait ms | x none | control longest s |"
+                 wait ms | x none | p50 ms | p99 ms | control longest s |"
             );
-            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|");
+            let _ = writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|");
             let metric = |scenario: &str, f: &dyn Fn(&Run) -> Option<f64>| {
                 let v: Vec<f64> = runs
                     .iter()
@@ -47,6 +55,8 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
             let total = of(load, |l| l.total_paused_s);
             let wait = of(load, |l| l.wait_s);
             let control = of("control", |l| l.longest_pause_s);
+            let p50 = of(load, |l| l.p50_s);
+            let p99 = of(load, |l| l.p99_s);
             let none = [
                 metric("none", &longest),
                 metric("none", &total),
@@ -71,11 +81,16 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
                         ratio(cell.as_ref(), none[i].as_ref())
                     );
                 }
+                for q in [&p50, &p99] {
+                    let cell = metric(scenario, q);
+                    let _ = write!(row, " {} |", cell.map_or("-".into(), |s| s.show(1e3, 0)));
+                }
                 let c = metric(scenario, &control);
                 let _ = writeln!(md, "{row} {} |", c.map_or("-".into(), |s| s.show(1.0, 2)));
             }
             md.push('\n');
         }
+        offender_section(&mut md, plan, kernel, runs);
         daemon_section(&mut md, plan, kernel, runs);
     }
     md
@@ -86,6 +101,38 @@ fn ratio(x: Option<&Summary>, none: Option<&Summary>) -> String {
         (Some(x), Some(n)) if n.median > 0.0 => format!("{:.2}", x.median / n.median),
         _ => "-".into(),
     }
+}
+
+/// What the offender kept of its speed: the writer's side of the trade.
+fn offender_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
+    let rate = |scenario: &str| {
+        let v: Vec<f64> = runs
+            .iter()
+            .filter(|r| r.kernel == kernel && r.scenario == scenario)
+            .filter_map(|r| r.offender_bytes_per_sec)
+            .collect();
+        summarize(&v)
+    };
+    let none = rate("none");
+    let _ = writeln!(
+        md,
+        "## {kernel}, the offender ({})\n\n| scenario | offender MB/s | x none |\n|---|---|---|",
+        if plan.offender == "load" {
+            "bytes it dirtied per second while it ran"
+        } else {
+            "job size over its time to `sync`"
+        }
+    );
+    for scenario in &plan.scenarios {
+        let Some(r) = rate(scenario) else { continue };
+        let _ = writeln!(
+            md,
+            "| {scenario} | {} | {} |",
+            r.show(1e-6, 1),
+            ratio(Some(&r), none.as_ref())
+        );
+    }
+    md.push('\n');
 }
 
 /// Detection latency, the daemon's cost, and the BPF programs' cost per event.
@@ -181,6 +228,9 @@ pub fn json(runs: &[Run]) -> Result<String> {
                 "longest_pause_s": l.longest_pause_s,
                 "total_paused_s": l.total_paused_s,
                 "wait_s": l.wait_s,
+                "p50_s": l.p50_s,
+                "p99_s": l.p99_s,
+                "offender_bytes_per_sec": r.offender_bytes_per_sec,
             });
             if r.scenario.starts_with("ioshield") {
                 row["detect_latency_s"] = json!(r.detect_latency_s);

@@ -7,13 +7,19 @@ use ioshield_tests::load::record::LoadRecord;
 use super::matrix::Plan;
 
 /// The innocent loads, in the order tables list them.
-pub const LOADS: &[&str] = &["control", "write", "multiwrite"];
+pub const LOADS: &[&str] = &["control", "write", "multiwrite", "commit"];
+/// Loads every run has; `commit` came later, and runs without it still count.
+const REQUIRED_LOADS: usize = 3;
 
 pub struct Load {
     pub name: String,
     pub longest_pause_s: f64,
     pub total_paused_s: f64,
     pub wait_s: f64,
+    /// Median and 99th percentile of every cycle's time beyond its nominal length (for the
+    /// commit load: the commit's latency).
+    pub p50_s: f64,
+    pub p99_s: f64,
     /// (seconds since the run's start, pause in seconds) of every late cycle.
     pub pauses: Vec<(f64, f64)>,
 }
@@ -37,6 +43,9 @@ pub struct Run {
     pub timeline: Vec<Sample>,
     /// The offender's first and last write, seconds since the run's start.
     pub offender: Option<(f64, f64)>,
+    /// What the offender wrote per second: the load generator's bytes over its span, or a
+    /// fixed-size job's size over its time to `sync`.
+    pub offender_bytes_per_sec: Option<f64>,
     /// (seconds since the run's start, "restrict" | "release").
     pub actions: Vec<(f64, String)>,
     pub bpf: Vec<BpfProgram>,
@@ -74,10 +83,15 @@ pub fn collect(plan: &Plan) -> Result<Vec<Run>> {
 }
 
 fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> {
-    let records: Vec<LoadRecord> = LOADS
+    let mut records: Vec<LoadRecord> = LOADS[..REQUIRED_LOADS]
         .iter()
         .map(|l| LoadRecord::load(&dir.join(format!("{l}.json"))))
         .collect::<Result<_>>()?;
+    records.extend(
+        LOADS[REQUIRED_LOADS..]
+            .iter()
+            .filter_map(|l| LoadRecord::load(&dir.join(format!("{l}.json"))).ok()),
+    );
     // Time zero: the first load's start, so every series of the run shares one axis.
     let t0 = records
         .iter()
@@ -114,6 +128,7 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
         daemon_rss_bytes: rss,
         timeline,
         offender: offender_span,
+        offender_bytes_per_sec: offender.as_ref().map(|o| o.bytes_per_sec),
         actions,
         bpf: bpf_stats(dir),
     })
@@ -125,21 +140,35 @@ fn load(name: &str, r: &LoadRecord, t0: f64) -> Result<Load> {
         .with_context(|| format!("{name}.json has no metrics"))?;
     let mut previous = r.start_s;
     let mut pauses = Vec::new();
+    let mut excess = Vec::with_capacity(r.cycle_ends_s.len());
     for &end in &r.cycle_ends_s {
         let pause = end - previous - r.nominal_s;
+        excess.push(pause.max(0.0));
         if pause > 0.0 {
             // Plotted where the pause ended, the moment the load noticed it.
             pauses.push((end - t0, pause));
         }
         previous = end;
     }
+    excess.sort_by(f64::total_cmp);
     Ok(Load {
         name: name.to_string(),
         longest_pause_s: m.longest_pause_s,
         total_paused_s: m.total_paused_s,
         wait_s: m.wait_s,
+        p50_s: percentile(&excess, 0.50),
+        p99_s: percentile(&excess, 0.99),
         pauses,
     })
+}
+
+/// The `q` quantile of sorted `v` (nearest rank); 0 when empty.
+fn percentile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    let rank = ((q * v.len() as f64).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
 }
 
 /// realtime - monotonic, from `clock.txt` ("realtime R monotonic M").
@@ -261,6 +290,15 @@ fn bpf_stats(dir: &Path) -> Vec<BpfProgram> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[3.0], 0.99), 3.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
 
     #[test]
     fn parses_tracing_timestamps() {
