@@ -87,28 +87,20 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             }
             pauses(&results)
         };
-        // The gate tells the daemon the disk's speed, as the bench did: with the shipped
-        // `bandwidth = "auto"` a 30 MB/s disk is only measured once its writeback starts, seconds
-        // into the offender's run on this 4 GiB guest, and the backlog dirtied before that
-        // remains (issue 10). That run is reported next to the gate, not gated, until it holds.
+        // Gated twice: with the disk's speed given (as the bench's first tables did) and with
+        // the shipped `bandwidth = "auto"`, where the daemon must judge a disk it has never
+        // measured (issue 10: the kernel's burst reports and the assumed slow disk).
         let stall = |scenario: &str| stall_as(scenario, scenario, &["BANDWIDTH=30MB/s"]);
         let none = stall("none");
         report(series, "none", describe_baseline(&none));
-        let mut mitigations = vec!["oracle"];
+        let result = stall("oracle").and_then(|p| compare(&p, &none));
+        report(series, "oracle", result);
         if daemon {
-            mitigations.push("ioshield");
-        }
-        for m in mitigations {
-            let result = stall(m).and_then(|p| compare(&p, &none));
-            report(series, m, result);
-        }
-        if daemon {
+            let result = stall("ioshield").and_then(|p| compare(&p, &none));
+            report(series, "ioshield", result);
             let auto = stall_as("ioshield-auto", "ioshield", &["BANDWIDTH=auto"])
                 .and_then(|p| compare(&p, &none));
-            match auto {
-                Ok(msg) => println!("vm {series} ioshield-auto (reported, not gated): {msg}"),
-                Err(e) => println!("vm {series} ioshield-auto (reported, not gated): {e:#}"),
-            }
+            report(series, "ioshield-auto", auto);
         }
     }
     println!(
