@@ -131,7 +131,6 @@ perl -e '
 echo $! > "$CTL/writer.pid"
 wait
 EOF
-touch "$CTL/write"
 T2=$(date +%s)
 CTL=$CTL DATA=$DATA systemd-run --scope --unit=fake-session.scope --description="fake login session" \
     -- bash "$CTL/session.sh" > "$RESULTS/fake-session.log" 2>&1 &
@@ -141,6 +140,9 @@ INNOCENT=$(cat "$CTL/innocent.pid" 2>/dev/null)
 log "writer pid ${WRITER:-?}, innocent pid ${INNOCENT:-?}"
 check session-scope "writer in $(cgroup_of "$WRITER"), innocent in $(cgroup_of "$INNOCENT")" \
     eval 'in_unit "$WRITER" fake-session.scope && in_unit "$INNOCENT" fake-session.scope'
+# Only now: ioshield restricts a writer within ~50 ms of its first write (the kernel's burst
+# report), so the placement above is checked before it writes.
+touch "$CTL/write"
 
 wait_for 120 journal_has "$T2" "^restrict pid"
 RESTRICT=$(journal_since "$T2" | grep -m1 "^restrict pid")
@@ -270,14 +272,15 @@ while (1) {
     }
 }
 PERL
-touch "$CTL/backup-write"
 T7=$(date +%s)
 systemd-run --unit=nightly-backup --property=IPAddressDeny=any --property=TasksMax=16 \
     perl "$CTL/backup.pl" "$DATA/backup" "$CTL" > /dev/null 2>&1
 BACKUP=$(prop nightly-backup.service MainPID)
 log "nightly-backup.service main pid ${BACKUP:-?}"
+# Read before it writes: the restriction follows its first write within ~50 ms.
 BEFORE_W=$(prop nightly-backup.service IOWriteBandwidthMax)
 BEFORE_M=$(prop nightly-backup.service MemoryHigh)
+touch "$CTL/backup-write"
 wait_for 120 journal_has "$T7" "^restrict pid $BACKUP "
 BRESTRICT=$(journal_since "$T7" | grep -m1 "^restrict pid $BACKUP ")
 log "journal: ${BRESTRICT:-no restrict line}"
