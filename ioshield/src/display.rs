@@ -2,24 +2,22 @@
 
 /// `30.0 MB/s`.
 pub fn show_rate(bytes_per_sec: f64) -> String {
-    if bytes_per_sec >= 1e9 {
-        format!("{:.2} GB/s", bytes_per_sec / 1e9)
-    } else if bytes_per_sec >= 1e6 {
-        format!("{:.1} MB/s", bytes_per_sec / 1e6)
-    } else {
-        format!("{:.0} kB/s", bytes_per_sec / 1e3)
-    }
+    format!("{}/s", scaled(bytes_per_sec))
 }
 
 /// `12.5 MB`.
 pub fn show_bytes(bytes: u64) -> String {
-    let b = bytes as f64;
-    if b >= 1e9 {
-        format!("{:.2} GB", b / 1e9)
-    } else if b >= 1e6 {
-        format!("{:.1} MB", b / 1e6)
+    scaled(bytes as f64)
+}
+
+/// Decimal units, as disks and `dd` count.
+fn scaled(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2} GB", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.1} MB", v / 1e6)
     } else {
-        format!("{:.0} kB", b / 1e3)
+        format!("{:.0} kB", v / 1e3)
     }
 }
 

@@ -16,6 +16,23 @@ bandwidth = "20MB/s"
 hold = "2s"
 "#;
 
+/// A dd fed at about 160 MB/s for 6 s: long-lived, buffered, and named dd. Returns (feed, dd).
+fn paced_dd(dir: &std::path::Path) -> (std::process::Child, std::process::Child) {
+    let mut feed = Command::new("sh")
+        .arg("-c")
+        .arg("for i in $(seq 60); do head -c 16M /dev/zero; sleep 0.1; done")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let dd = Command::new("dd")
+        .arg(format!("of={}/dd.out", dir.display()))
+        .args(["bs=1M", "iflag=fullblock", "status=none"])
+        .stdin(feed.stdout.take().unwrap())
+        .spawn()
+        .unwrap();
+    (feed, dd)
+}
+
 fn all_threads_idle(pid: u32) -> bool {
     let tids = threads(pid);
     !tids.is_empty() && tids.iter().all(|&t| ioprio(t) == Some(IOPRIO_IDLE))
@@ -25,20 +42,8 @@ fn all_threads_idle(pid: u32) -> bool {
 fn a_dd_is_restricted_within_the_bound() {
     let dir = scratch();
     let mut daemon = Daemon::start(dir.path(), CONFIG);
-    // dd fed at about 160 MB/s for 6 s: long-lived, buffered, and named dd.
-    let mut feed = Command::new("sh")
-        .arg("-c")
-        .arg("for i in $(seq 60); do head -c 16M /dev/zero; sleep 0.1; done")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
     let start = std::time::Instant::now();
-    let mut dd = Command::new("dd")
-        .arg(format!("of={}/dd.out", dir.path().display()))
-        .args(["bs=1M", "iflag=fullblock", "status=none"])
-        .stdin(feed.stdout.take().unwrap())
-        .spawn()
-        .unwrap();
+    let (mut feed, mut dd) = paced_dd(dir.path());
     let pid = dd.id();
     let latency = wait_for(Duration::from_secs(8), || ioprio(pid) == Some(IOPRIO_IDLE));
     let line = daemon.wait_log("restrict pid", Duration::from_secs(2));
@@ -76,18 +81,7 @@ fn a_burst_is_restricted_before_the_next_tick() {
     );
     // The first tick runs at start; the next is 10 s away.
     std::thread::sleep(Duration::from_millis(500));
-    let mut feed = Command::new("sh")
-        .arg("-c")
-        .arg("for i in $(seq 60); do head -c 16M /dev/zero; sleep 0.1; done")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut dd = Command::new("dd")
-        .arg(format!("of={}/dd.out", dir.path().display()))
-        .args(["bs=1M", "iflag=fullblock", "status=none"])
-        .stdin(feed.stdout.take().unwrap())
-        .spawn()
-        .unwrap();
+    let (mut feed, mut dd) = paced_dd(dir.path());
     let pid = dd.id();
     let latency = wait_for(Duration::from_secs(5), || ioprio(pid) == Some(IOPRIO_IDLE));
     let line = daemon.wait_log("restrict pid", Duration::from_secs(1));

@@ -194,6 +194,7 @@ mod tests {
     const MEASURED: Estimate = Estimate {
         bytes_per_sec: 30e6,
         source: "configured",
+        measured: true,
     };
 
     #[test]

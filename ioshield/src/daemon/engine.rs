@@ -16,9 +16,9 @@ use super::{
 };
 use crate::{
     act::{Actuator, CgroupAction, method::method_for},
-    config::{Config, DevicePolicy},
+    config::{Bandwidth, Config, DevicePolicy},
     detect::{
-        bandwidth::BandwidthEstimator,
+        bandwidth::{BandwidthEstimator, Estimate},
         eligibility::Eligibility,
         offender,
         policy::{Candidate, Decision, Inputs},
@@ -243,8 +243,6 @@ impl Engine {
                 .filter(|(_, rt)| rt.state.held.is_some())
                 .map(|(d, _)| d.clone()),
         );
-        disks.sort();
-        disks.dedup();
         disks.extend(self.bursts.iter().map(|(d, _)| d.clone()));
         disks.sort();
         disks.dedup();
@@ -415,7 +413,7 @@ impl Engine {
                     // A limit from the assumed speed keeps a faster disk from ever being busy
                     // enough to be measured: after a while, let the writer show the disk's
                     // speed, held by memory.high alone.
-                    let probing = !estimate.measured()
+                    let probing = !estimate.measured
                         && rt
                             .offender
                             .as_ref()
@@ -476,15 +474,11 @@ impl Engine {
             window_ns: (p.burst_seconds * 1e9) as u64,
             bytes: (p.burst_seconds * bw) as u64,
         };
-        let default = limit(
-            &self.config.default_device,
-            self.bandwidth
-                .estimate(
-                    DevId { major: 0, minor: 0 },
-                    self.config.default_device.bandwidth,
-                )
-                .bytes_per_sec,
-        );
+        let default_bw = match self.config.default_device.bandwidth {
+            Bandwidth::BytesPerSec(b) => b as f64,
+            Bandwidth::Auto => Estimate::ASSUMED.bytes_per_sec,
+        };
+        let default = limit(&self.config.default_device, default_bw);
         let result = probe.set_burst_limits(default, |disk| {
             let bw = self.disks.get(disk)?.bandwidth?.bytes_per_sec;
             Some(limit(&self.policy(disk), bw))

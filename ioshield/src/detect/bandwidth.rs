@@ -35,17 +35,19 @@ const LEARN_WEIGHT: f64 = 0.3;
 pub struct Estimate {
     pub bytes_per_sec: f64,
     pub source: &'static str,
-}
-
-const NOT_MEASURED: &str = "not yet measured, assumed as slow as a USB stick";
-
-impl Estimate {
     /// False while the figure is an assumption, not the disk's speed: a write limit derived
     /// from it could hold a fast disk's writer far below its speed for good (a limited writer
     /// never keeps the disk busy enough to be measured).
-    pub fn measured(&self) -> bool {
-        self.source != NOT_MEASURED
-    }
+    pub measured: bool,
+}
+
+impl Estimate {
+    /// What a disk that has not been measured is judged at.
+    pub const ASSUMED: Estimate = Estimate {
+        bytes_per_sec: UNMEASURED,
+        source: "not yet measured, assumed as slow as a USB stick",
+        measured: false,
+    };
 }
 
 #[derive(Default)]
@@ -112,6 +114,7 @@ impl BandwidthEstimator {
             return Estimate {
                 bytes_per_sec: b as f64,
                 source: "configured",
+                measured: true,
             };
         }
         if let Some(&speed) = self.learned.get(&dev).filter(|&&s| s >= MINIMUM) {
@@ -122,12 +125,10 @@ impl BandwidthEstimator {
                 } else {
                     "measured while saturated"
                 },
+                measured: true,
             };
         }
-        Estimate {
-            bytes_per_sec: UNMEASURED,
-            source: NOT_MEASURED,
-        }
+        Estimate::ASSUMED
     }
 }
 
@@ -171,23 +172,20 @@ mod tests {
     fn an_unmeasured_disk_is_assumed_slow_and_says_so() {
         let mut e = BandwidthEstimator::default();
         let est = e.estimate(DEV, Bandwidth::Auto);
-        assert_eq!((est.bytes_per_sec, est.source), (UNMEASURED, NOT_MEASURED));
-        assert!(!est.measured());
+        assert_eq!(est, Estimate::ASSUMED);
+        assert!(!est.measured);
         // A burst absorbed by the disk's cache, unsaturated: no measurement.
         e.observe(&tick(151_000_000, 300));
-        assert_eq!(e.estimate(DEV, Bandwidth::Auto).source, NOT_MEASURED);
+        assert_eq!(e.estimate(DEV, Bandwidth::Auto), Estimate::ASSUMED);
         // Short samples (taken at burst reports) are judged together, over a second or more.
         let mut e = BandwidthEstimator::default();
         for _ in 0..19 {
             e.observe(&short(1_500_000, 50, 50));
         }
-        assert!(
-            !e.estimate(DEV, Bandwidth::Auto).measured(),
-            "0.95 s so far"
-        );
+        assert!(!e.estimate(DEV, Bandwidth::Auto).measured, "0.95 s so far");
         e.observe(&short(1_500_000, 50, 50));
         let est = e.estimate(DEV, Bandwidth::Auto);
-        assert!(est.measured());
+        assert!(est.measured);
         assert!((est.bytes_per_sec - 30e6).abs() < 1.0, "{est:?}");
     }
 
