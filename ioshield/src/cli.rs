@@ -79,21 +79,51 @@ pub struct CheckConfigArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct TopArgs {
-    /// Sampling window, e.g. `2s`, `500ms`.
-    #[arg(short, long, default_value = "2s", value_parser = parse_interval)]
+    /// Sampling window, e.g. `2s`, `500ms` (`-d`/`--delay` as in iotop).
+    #[arg(
+        short,
+        long,
+        visible_short_alias = 'd',
+        visible_alias = "delay",
+        default_value = "2s",
+        value_parser = parse_interval
+    )]
     pub interval: Duration,
-    /// Keep refreshing until Ctrl-C.
+    /// Keep refreshing until quit: a live full-screen view on a terminal (keys: q quit, s sort,
+    /// r reverse, o only writers, c command line), repeated tables otherwise.
     #[arg(short, long)]
     pub watch: bool,
     /// Number of refreshes (implies --watch when more than 1).
-    #[arg(short = 'n', long)]
+    #[arg(short = 'n', long, visible_alias = "iter")]
     pub count: Option<u64>,
     /// Print one JSON object per refresh instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Batch mode: plain repeated tables even on a terminal, for logging.
+    #[arg(short, long)]
+    pub batch: bool,
     /// Table rows to print.
     #[arg(long, default_value_t = 20)]
     pub rows: usize,
+    /// Only these processes (repeatable).
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Only processes of this user (name or uid).
+    #[arg(short, long)]
+    pub user: Option<String>,
+    /// Only processes that dirtied pages or were throttled themselves, not ancestors shown for
+    /// what their descendants wrote.
+    #[arg(short, long)]
+    pub only: bool,
+    /// Column to sort by (biggest rates first; names and pids ascending).
+    #[arg(long, value_enum, default_value_t = crate::top::SortKey::Dirty)]
+    pub sort: crate::top::SortKey,
+    /// Reverse the sort order.
+    #[arg(long)]
+    pub reverse: bool,
+    /// Show each process's full command line instead of its name.
+    #[arg(short, long)]
+    pub cmdline: bool,
 }
 
 /// `--interval`: from 100 ms (shorter windows are noise) to a day.

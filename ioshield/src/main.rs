@@ -48,16 +48,7 @@ fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.command {
-            Command::Top(a) => {
-                top::run(top::TopOptions {
-                    interval: a.interval,
-                    watch: a.watch || a.count.is_some_and(|n| n > 1),
-                    count: a.count,
-                    json: a.json,
-                    rows: a.rows,
-                })
-                .await
-            }
+            Command::Top(a) => top_command(a).await,
             Command::Daemon(a) => daemon::run(a.config).await,
             Command::CheckConfig(a) => check_config(a.file.as_deref()),
             Command::Status(a) => status(a),
@@ -80,6 +71,33 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+async fn top_command(a: cli::TopArgs) -> anyhow::Result<()> {
+    let uid = match &a.user {
+        Some(user) => Some(
+            system::procfs::user_id(user)
+                .ok_or_else(|| anyhow::anyhow!("top --user {user}: no such user"))?,
+        ),
+        None => None,
+    };
+    top::run(top::TopOptions {
+        interval: a.interval,
+        watch: a.watch || a.count.is_some_and(|n| n > 1),
+        count: a.count,
+        json: a.json,
+        batch: a.batch,
+        rows: a.rows,
+        cmdline: a.cmdline,
+        view: top::View {
+            pids: a.pids,
+            uid,
+            only_active: a.only,
+            sort: a.sort,
+            reverse: a.reverse,
+        },
+    })
+    .await
 }
 
 fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {

@@ -352,3 +352,169 @@ fn doctor_says_what_is_there_and_what_is_missing() {
     let line = one_line_failure(&hidden);
     assert!(line.contains("cannot protect this machine"), "{line}");
 }
+
+/// A tmux server of its own, so the test neither sees nor disturbs anyone else's sessions.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new() -> Tmux {
+        Tmux {
+            socket: format!("ioshield-test-{}", std::process::id()),
+        }
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Output {
+        run(Command::new("tmux")
+            .args(["-u", "-L", &self.socket])
+            .args(args))
+    }
+
+    fn pane(&self) -> String {
+        String::from_utf8_lossy(&self.cmd(&["capture-pane", "-p", "-t", "top"]).stdout).into_owned()
+    }
+
+    /// Waits until the visible pane satisfies `cond`; the pane as last seen on failure.
+    fn wait(&self, what: &str, cond: impl Fn(&str) -> bool) -> String {
+        let mut last = String::new();
+        let seen = wait_for(std::time::Duration::from_secs(15), || {
+            last = self.pane();
+            cond(&last)
+        });
+        assert!(seen.is_some(), "waited for {what}; the pane shows:\n{last}");
+        last
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["-L", &self.socket, "kill-server"])
+            .output();
+    }
+}
+
+/// `top --watch` on a terminal is a full-screen view redrawn in place, sorted and filtered by
+/// keys, and gives the terminal back on `q`. Driven in a real terminal (tmux): send keys,
+/// capture the pane.
+#[test]
+fn the_live_view_redraws_in_place_and_answers_keys() {
+    let dir = scratch();
+    let tmux = Tmux::new();
+    let script = format!(
+        "'{}' top --watch --interval 1s; echo \"top exited $?\"; sleep 60",
+        ioshield_bin().display()
+    );
+    tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "top",
+        "-x",
+        "200",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    let mut w = writer(dir.path(), 20.0, 30.0, 1, 0.0);
+    let pid = w.id().to_string();
+    let has_row = |pane: &str| {
+        pane.lines()
+            .any(|l| l.split_whitespace().next() == Some(pid.as_str()))
+    };
+    let first = tmux.wait("the writer's row in the live view", |p| {
+        p.contains("sorted by dirty") && has_row(p)
+    });
+    println!("{first}");
+    // Redrawn in place: after several windows the screen still holds one view, not a scroll
+    // of tables.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    let later = tmux.pane();
+    assert_eq!(later.matches("ioshield top").count(), 1, "{later}");
+    assert!(
+        later.contains("TREE MB/s") && later.contains("UNIT") && has_row(&later),
+        "{later}"
+    );
+
+    tmux.cmd(&["send-keys", "-t", "top", "s"]);
+    tmux.wait("sorting by the tree rate", |p| p.contains("sorted by tree"));
+    tmux.cmd(&["send-keys", "-t", "top", "r"]);
+    tmux.wait("the reversed order", |p| {
+        p.contains("sorted by tree, reversed")
+    });
+    tmux.cmd(&["send-keys", "-t", "top", "o"]);
+    let only = tmux.wait("only writers", |p| p.contains("only writers"));
+    assert!(has_row(&only), "the writer is a writer:\n{only}");
+
+    tmux.cmd(&["send-keys", "-t", "top", "q"]);
+    let after = tmux.wait("top to quit", |p| p.contains("top exited"));
+    assert!(after.contains("top exited 0"), "{after}");
+    assert!(
+        !after.contains("sorted by"),
+        "the terminal's own screen is back:\n{after}"
+    );
+    let _ = w.kill();
+    let _ = w.wait();
+}
+
+/// iotop's filters: `-p` keeps one process, `-u` one user, `-o` drops the ancestors that only
+/// carry their descendants' rate; an empty result is said, not printed as an empty table.
+#[test]
+fn filters_keep_what_was_asked_and_say_when_nothing_is_left() {
+    let dir = scratch();
+    let top = Running::start(
+        &["top", "--json", "--interval", "3s", "-o", "--sort", "pid"],
+        &[],
+    );
+    // Alive when the window ends: the command line of a process that exited is gone with it.
+    let mut w = writer(dir.path(), 20.0, 5.0, 1, 0.0);
+    let writer_pid = w.id();
+    let (ok, stdout, _) = top.finish();
+    let _ = w.kill();
+    let _ = w.wait();
+    assert!(ok);
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert!(
+        report["time"].as_str().is_some_and(|t| t.ends_with('Z')),
+        "{report}"
+    );
+    let rows = report["processes"].as_array().unwrap();
+    assert!(
+        !rows.is_empty() && rows_for_pid(&report, writer_pid).len() == 1,
+        "{report}"
+    );
+    assert!(
+        rows.iter()
+            .all(|r| f64_of(r, "dirty_bytes_per_sec") > 0.0
+                || f64_of(r, "throttled_ms_per_sec") > 0.0),
+        "-o leaves only processes that wrote: {report}"
+    );
+    let pids: Vec<u64> = rows.iter().map(|r| r["pid"].as_u64().unwrap()).collect();
+    assert!(pids.is_sorted(), "--sort pid: {pids:?}");
+    assert!(
+        rows.iter().any(|r| r["cmdline"]
+            .as_str()
+            .is_some_and(|c| c.contains("writer.py"))),
+        "the command line is reported: {report}"
+    );
+
+    let top = Running::start(&["top", "--interval", "3s", "-p", "1", "-u", "nobody"], &[]);
+    let mut w = writer(dir.path(), 20.0, 2.5, 1, 0.0);
+    assert!(w.wait().unwrap().success());
+    let (ok, stdout, _) = top.finish();
+    assert!(ok);
+    assert!(
+        stdout.contains("no process matching the filters dirtied the page cache"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("PID"), "no empty table: {stdout}");
+
+    let out = run(ioshield().args(["top", "-u", "no-such-user-here"]));
+    assert_eq!(
+        one_line_failure(&out),
+        "ioshield: top --user no-such-user-here: no such user"
+    );
+}

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The stall benchmark (facts.md §3): three innocent loads on the slow data disk while an
+# The stall benchmark: three innocent loads on the slow data disk while an
 # offender floods the page cache, under one of these mitigations (env SCENARIO):
 #   none             nothing: the default scheduler (mq-deadline + wbt)
 #   thesis           the 2020 thesis's fix: bfq on the data disk, offender in the idle I/O class
@@ -8,8 +8,8 @@
 #   ioshield-ioprio  ioshield daemon, ioprio action
 # Every process starts in one shared cgroup, like a desktop session, so the daemon has to find
 # the offender among innocent siblings.
-# The data disk runs mq-deadline (wbt on) in every scenario but `thesis`: the baseline facts.md
-# measured. A 2-vCPU guest's virtio disk has 2 queues, for which the kernel would pick `none`.
+# The data disk runs mq-deadline (wbt on) in every scenario but `thesis`: the baseline the first
+# measurements used. A 2-vCPU guest's virtio disk has 2 queues, for which the kernel would pick `none`.
 # Other env: SCHEDULER (mq-deadline), DURATION (50, seconds the innocent loads run), OFFENDER_START (5),
 # OFFENDER_STOP (45), ORACLE_WBPS (20000000, ~2/3 of the disk), CONFIG (daemon config; written
 # here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes).

@@ -1,5 +1,5 @@
 //! Installs what building the BPF side needs, and does nothing (quickly) when it is there:
-//! the nightly toolchain's rust-src, LLVM 22 and bpf-linker 0.13.0 built against it (facts.md §1).
+//! the nightly toolchain's rust-src, LLVM 22 and bpf-linker 0.13.0 built against it.
 use std::path::Path;
 
 use anyhow::{Result, bail};

@@ -5,8 +5,9 @@ use crate::cmd::{cargo, command, run, workspace_root};
 
 pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
     // systemd-analyze checks the unit's hardening; python3 drives the paced test writer;
-    // promtool (in `prometheus`) checks that the metrics are what a scraper accepts.
-    crate::setup::apt_install(&["systemd", "python3", "prometheus"])?;
+    // promtool (in `prometheus`) checks that the metrics are what a scraper accepts; tmux is
+    // the terminal the live `top` view is driven in.
+    crate::setup::apt_install(&["systemd", "python3", "prometheus", "tmux"])?;
     if lint {
         cargo(&["fmt", "--all", "--", "--check"])?;
         cargo(&[
@@ -57,7 +58,7 @@ pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
     run(command(env!("CARGO")).env("IOSHIELD_BIN", bin).args(&args))?;
     if vm && filter.is_none() {
         // Real Debian kernels in qemu: the BPF programs on 6.1 and 6.12, the cgroup action
-        // against the stall (facts.md §4), then the package in a systemd system.
+        // against the stall, then the package in a systemd system.
         crate::vm::main(crate::vm::VmCommand::Ci {
             kernel: Vec::new(),
             out: "target/vm-ci".into(),

@@ -29,7 +29,7 @@ pub fn check(who: &Identity) -> Result<bool, String> {
 }
 
 /// A pidfd pins a process: after acting on a bare pid, asking the pidfd whether the process is
-/// still alive tells us whether the pid could have been recycled in between (facts.md §5).
+/// still alive tells us whether the pid could have been recycled in between.
 pub struct PidFd(OwnedFd);
 
 impl PidFd {

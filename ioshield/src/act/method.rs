@@ -9,7 +9,8 @@ use crate::{
 
 #[derive(Clone, Debug, PartialEq)]
 pub enum Method {
-    /// Idle I/O class on every thread. Does not reach buffered writeback (facts.md §3).
+    /// Idle I/O class on every thread. Does not reach buffered writeback: the flusher writes on
+    /// behalf of the cgroup that dirtied the page, not of the thread (measured in `docs/bench`).
     Ioprio,
     /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
     Cgroup(CgroupLimits),

@@ -17,13 +17,6 @@ pub enum Placement {
     Foreign { why: String },
 }
 
-/// Unit types systemd places processes in.
-fn is_unit(component: &str) -> bool {
-    [".service", ".scope", ".slice"]
-        .iter()
-        .any(|s| component.ends_with(s))
-}
-
 /// `cgroup` is the offender root's cgroup (as /proc/PID/cgroup shows it), `unit_pids` every
 /// process in that unit's cgroup and below, `members` the offender's subtree and `ancestors` the
 /// root's ancestors. A service is one job: its main process and the shells between it and the
@@ -54,7 +47,7 @@ pub fn place(
     // own `init.scope`), and belongs to whoever it was delegated to.
     let Some(unit_at) = parts
         .iter()
-        .position(|p| is_unit(p) && !p.ends_with(".slice"))
+        .position(|p| crate::system::cgroups::is_unit_name(p) && !p.ends_with(".slice"))
     else {
         return Placement::Foreign {
             why: format!("its cgroup {} is not a unit of systemd's", cgroup.display()),

@@ -75,6 +75,24 @@ pub fn of_process(pid: u32) -> Option<PathBuf> {
     parse_proc_cgroup(&text)
 }
 
+/// Whether a cgroup path component is named like a systemd unit that holds processes or units.
+pub fn is_unit_name(component: &str) -> bool {
+    [".service", ".scope", ".slice"]
+        .iter()
+        .any(|s| component.ends_with(s))
+}
+
+/// The innermost service or scope a cgroup is in (`nightly-backup.service`, `session-3.scope`,
+/// a user's `app-firefox@1.service`), what a person knows a process by on a systemd host.
+pub fn innermost_unit(cgroup: &Path) -> Option<String> {
+    cgroup
+        .components()
+        .rev()
+        .filter_map(|c| c.as_os_str().to_str())
+        .find(|c| is_unit_name(c) && !c.ends_with(".slice"))
+        .map(String::from)
+}
+
 fn parse_proc_cgroup(text: &str) -> Option<PathBuf> {
     text.lines()
         .find_map(|l| l.strip_prefix("0::"))
@@ -90,6 +108,25 @@ fn read_words(path: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_innermost_unit_is_what_a_person_knows() {
+        let unit = |p: &str| innermost_unit(Path::new(p));
+        assert_eq!(
+            unit("/system.slice/nightly-backup.service").as_deref(),
+            Some("nightly-backup.service")
+        );
+        assert_eq!(
+            unit("/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope").as_deref(),
+            Some("run-r1.scope")
+        );
+        assert_eq!(
+            unit("/system.slice/docker-ab.scope/sub").as_deref(),
+            Some("docker-ab.scope")
+        );
+        assert_eq!(unit("/user.slice"), None);
+        assert_eq!(unit("/ioshield/r1"), None);
+    }
 
     #[test]
     fn the_unified_line_names_the_cgroup() {

@@ -135,6 +135,29 @@ pub fn threads(pid: u32) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// The command line, arguments joined by spaces; a kernel thread (or a process that cleared
+/// it) has none.
+pub fn cmdline(pid: u32) -> Option<String> {
+    let bytes = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let args: Vec<String> = bytes
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    (!args.is_empty()).then(|| args.join(" "))
+}
+
+/// A user given by name or number, as `-u` takes it; `None` when no such user exists.
+pub fn user_id(user: &str) -> Option<u32> {
+    if let Ok(uid) = user.parse() {
+        return Some(uid);
+    }
+    nix::unistd::User::from_name(user)
+        .ok()
+        .flatten()
+        .map(|u| u.uid.as_raw())
+}
+
 pub fn user_name(uid: u32) -> String {
     nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
         .ok()

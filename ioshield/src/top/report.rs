@@ -10,6 +10,7 @@ use crate::{
     },
     probe::{Features, Probe, ProgramCost},
     system::{
+        cgroups,
         devices::{self, DevId, Disk},
         procfs,
         vmstat::DirtyState,
@@ -18,6 +19,8 @@ use crate::{
 
 #[derive(Debug, Serialize)]
 pub struct Report {
+    /// When the window ended, RFC 3339 in UTC (`2026-11-22T20:31:07Z`).
+    pub time: String,
     pub interval_secs: f64,
     pub processes: Vec<ProcessRow>,
     pub devices: Vec<DeviceRow>,
@@ -25,11 +28,15 @@ pub struct Report {
     pub probe: ProbeInfo,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub struct ProcessRow {
     pub pid: u32,
     pub ppid: u32,
     pub comm: String,
+    /// The full command line (`comm` when the process has none or is gone).
+    pub cmdline: String,
+    /// The innermost systemd service or scope the process is in, else its cgroup path.
+    pub unit: Option<String>,
     pub user: String,
     pub uid: Option<u32>,
     /// `/dev/vda`, or `major:minor` for a device without a node.
@@ -59,6 +66,12 @@ pub struct ProbeInfo {
     pub programs: Vec<ProgramCost>,
 }
 
+/// Where a person would look for the process: its unit on a systemd host, else its cgroup.
+fn place_of(pid: u32) -> Option<String> {
+    let cgroup = cgroups::of_process(pid)?;
+    Some(cgroups::innermost_unit(&cgroup).unwrap_or_else(|| cgroup.display().to_string()))
+}
+
 impl Report {
     pub fn build(sample: &Sample, tree: &mut ProcessTree, probe: &Probe) -> Report {
         let secs = sample.elapsed.as_secs_f64();
@@ -83,10 +96,19 @@ impl Report {
             for pid in pids {
                 let node = tree.get(pid);
                 let uid = node.and_then(|n| n.uid);
+                let comm = node.map_or_else(|| "?".into(), |n| n.comm.clone());
+                let alive = node.is_some_and(|n| !n.exited);
+                let (cmdline, unit) = if alive {
+                    (procfs::cmdline(pid), place_of(pid))
+                } else {
+                    (None, None)
+                };
                 processes.push(ProcessRow {
                     pid,
                     ppid: node.map_or(0, |n| n.ppid),
-                    comm: node.map_or_else(|| "?".into(), |n| n.comm.clone()),
+                    cmdline: cmdline.unwrap_or_else(|| comm.clone()),
+                    unit,
+                    comm,
                     user: uid.map_or_else(|| "?".into(), procfs::user_name),
                     uid,
                     device: disk.label(),
@@ -139,6 +161,7 @@ impl Report {
         });
         devices.sort_by(|a, b| a.device.cmp(&b.device));
         Report {
+            time: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
             interval_secs: secs,
             processes,
             devices,

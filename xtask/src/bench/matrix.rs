@@ -55,7 +55,7 @@ impl Plan {
             .join(format!("r{repeat}"))
     }
 
-    /// The offender's window inside the loads' run: facts.md §3's 5 s..45 s of 50 s, and for
+    /// The offender's window inside the loads' run: 5 s..45 s of 50 s, and for
     /// short runs (as `vm ci`) 3 s..duration-3 s so it still stops before the loads do.
     pub fn offender_window(&self) -> (u64, u64) {
         let start = if self.duration >= 40 { 5 } else { 3 };

@@ -1,4 +1,4 @@
-//! `cargo xtask bench`: the stall benchmark of facts.md §3 as a matrix (scenario x kernel x
+//! `cargo xtask bench`: the stall benchmark (an offender flooding the page cache while small innocent writers are timed) as a matrix (scenario x kernel x
 //! repeat) of `tests/vm/stall.sh` runs, summarised as a markdown table of medians and spreads
 //! with ratios to the unmitigated run of the same bench, a JSON file of every run, and a PNG
 //! timeline per scenario and kernel.
@@ -36,7 +36,7 @@ pub struct BenchArgs {
     /// Runs per scenario and kernel.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// Seconds the innocent loads run (facts.md §3 uses 50).
+    /// Seconds the innocent loads run (50 s gives the offender a 40 s window with 5 s either side).
     #[arg(long, default_value_t = 50)]
     duration: u64,
     /// Directory for every run's results, bench.md and the PNG timelines.

@@ -1,4 +1,4 @@
-//! Medians and spreads: the shared host makes single runs noisy (facts.md §4), so tables quote
+//! Medians and spreads: the shared host makes single runs noisy, so tables quote
 //! the median of the repeats and their range.
 pub struct Summary {
     pub median: f64,

@@ -1,6 +1,6 @@
 #!/bin/busybox sh
 # /init of the test VM (built by xtask/src/vm/initramfs.rs). Prepares the machine the way
-# facts.md §4 describes, runs /scenario.sh, saves $RESULTS as a tar on the `results` disk and
+# the test bed needs, runs /scenario.sh, saves $RESULTS as a tar on the `results` disk and
 # powers off. Lines starting with "ioshield-vm:" are read by the host; keep them stable.
 /bin/busybox --install -s /bin
 export PATH=/bin

@@ -1,5 +1,5 @@
 //! `cargo xtask vm`: boots Debian kernels under qemu with a slow disk and runs a scenario script
-//! against the real ioshield (facts.md §4), so behaviour can be checked on kernels other than the
+//! against the real ioshield, so behaviour can be checked on kernels other than the
 //! host's. Every boot goes through runner.rs; the other files prepare what it boots.
 mod ci;
 mod e2e;

@@ -1,5 +1,5 @@
 //! Struct member offsets and enum values from the running kernel's BTF. aya-ebpf has no CO-RE, so
-//! the BPF programs get these as globals (facts.md §2).
+//! the BPF programs get these as globals.
 use anyhow::{Context as _, Result, anyhow, bail};
 use btf_rs::{Btf, Type};
 

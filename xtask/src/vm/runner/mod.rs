@@ -22,7 +22,7 @@ use super::{
 };
 use crate::{cmd::workspace_root, setup};
 
-/// What the host needs to build and boot either kind of guest (facts.md §4), in one list so
+/// What the host needs to build and boot either kind of guest, in one list so
 /// that nothing further down installs packages of its own.
 const HOST_PACKAGES: &[&str] = &[
     "qemu-system-x86",

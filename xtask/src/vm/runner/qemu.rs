@@ -1,4 +1,4 @@
-//! The qemu command line of the test bed (facts.md §4): software emulation (KVM fails on these
+//! The qemu command line of the test bed: software emulation (KVM fails on these
 //! machines), 2 vCPUs, 4 GiB, and virtio disks the guest finds by serial.
 use std::{
     path::Path,
