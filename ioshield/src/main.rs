@@ -102,9 +102,20 @@ async fn top_command(a: cli::TopArgs) -> anyhow::Result<()> {
 
 fn check_config(file: Option<&std::path::Path>) -> anyhow::Result<()> {
     let config = config::Config::load(file)?;
-    let head = match &config.source {
-        Some(p) => format!("# {} is valid; effective configuration:", p.display()),
-        None => "# no configuration file; built-in defaults:".to_string(),
+    let head = if config.source.is_none() && config.drop_ins.is_empty() {
+        "# no configuration file; built-in defaults:".to_string()
+    } else {
+        let verb = if config.drop_ins.is_empty()
+            || config.source.is_none() && config.drop_ins.len() == 1
+        {
+            "is"
+        } else {
+            "are"
+        };
+        format!(
+            "# {} {verb} valid; effective configuration:",
+            config.origin()
+        )
     };
     output::print(&format!("{head}\n{}", config.to_toml()))
 }

@@ -5,7 +5,7 @@ mod support;
 
 use std::{path::PathBuf, process::Command};
 
-use support::ioshield;
+use support::{ioshield, one_line_failure};
 
 fn packaging(file: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -140,4 +140,55 @@ fn the_rpm_enables_through_presets() {
             .any(|l| l.trim() == "enable ioshield.service"),
         "{preset}"
     );
+}
+
+/// What another package would do: drop a file into `ioshield.toml.d/` next to the packaged
+/// config. Its exclusions add to the main file's, its keys replace, and a bad drop-in is named.
+#[test]
+fn a_drop_in_file_extends_the_packaged_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let main = dir.path().join("ioshield.toml");
+    std::fs::copy(packaging("ioshield.toml"), &main).unwrap();
+    let drop_ins = dir.path().join("ioshield.toml.d");
+    std::fs::create_dir(&drop_ins).unwrap();
+    std::fs::write(
+        drop_ins.join("50-backup.toml"),
+        "[exclude]\ncomm = [\"borg\"]\n[device.default]\nrestrict_at = 0.9\n",
+    )
+    .unwrap();
+    let out = ioshield().arg("check-config").arg(&main).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.lines().next().unwrap().contains("50-backup.toml"),
+        "{text}"
+    );
+    let effective: toml::Table = toml::from_str(text.split_once('\n').unwrap().1).unwrap();
+    assert_eq!(
+        effective["exclude"]["comm"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .as_str(),
+        Some("borg"),
+        "{text}"
+    );
+    assert_eq!(
+        effective["device"]["default"]["restrict_at"].as_float(),
+        Some(0.9)
+    );
+
+    std::fs::write(
+        drop_ins.join("60-typo.toml"),
+        "[device.default]\nrestrict = 0.9\n",
+    )
+    .unwrap();
+    let out = ioshield().arg("check-config").arg(&main).output().unwrap();
+    let line = one_line_failure(&out);
+    assert!(line.contains("60-typo.toml:2"), "{line}");
 }

@@ -198,6 +198,9 @@ STATUS=$(ioshield status 2>&1)
 echo "$STATUS" > "$RESULTS/status-restricted.txt"
 check status-shows-offender "ioshield status: $(echo "$STATUS" | head -n 5 | tr '\n' ' ')" \
     eval 'echo "$STATUS" | grep -qw "$WRITER"'
+# The unit holding the limits, by name: where `systemctl status` would find the writer.
+check status-names-scope "ioshield status: $(echo "$STATUS" | grep restricted: | tr '\n' ' ')" \
+    eval 'echo "$STATUS" | grep -q "restricted: pid $WRITER (.*) in ${SCOPE:-no-scope} for "'
 check status-root-only "an unprivileged user could query the socket" \
     eval '! setpriv --reuid=65534 --regid=65534 --clear-groups ioshield status > /dev/null 2>&1'
 # What `systemctl status ioshield` shows (sd_notify STATUS=), and the watchdog is on.

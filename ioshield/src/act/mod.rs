@@ -35,6 +35,9 @@ const SHARED: u64 = 0;
 pub struct Restricted {
     pub id: u64,
     pub how: String,
+    /// Where the limits live, as a person would look it up: the systemd unit (the offender's own,
+    /// or the scope split off it) or ioshield's cgroup; `None` for per-thread I/O priorities.
+    pub place: Option<String>,
 }
 
 /// What undoing a restriction found.
@@ -172,8 +175,12 @@ impl Actuator {
                 }
             },
         }
+        let place = active
+            .unit
+            .clone()
+            .or_else(|| active.cgroup.as_ref().map(|c| c.display().to_string()));
         self.active.insert(id, active);
-        Ok(Restricted { id, how })
+        Ok(Restricted { id, how, place })
     }
 
     /// The processes (for ioprio: threads) that still live inside a restriction, whoever started

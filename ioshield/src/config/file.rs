@@ -1,6 +1,11 @@
 //! From TOML text to a validated [`Config`]. Spans are kept on every value that is checked
 //! after parsing, so an out-of-range value is reported with its line.
-use std::{fmt, ops::Range, path::Path, time::Duration};
+use std::{
+    fmt,
+    ops::Range,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use toml::Spanned;
 
@@ -38,17 +43,55 @@ impl fmt::Display for ConfigError {
 
 impl std::error::Error for ConfigError {}
 
-pub fn load(path: &Path) -> Result<Config, ConfigError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-        origin: origin.clone(),
-        line: None,
-        key: None,
-        message: format!("cannot read the configuration: {e}"),
-    })?;
-    let mut config = parse(&text, &origin)?;
-    config.source = Some(path.to_path_buf());
+/// The main file, then every `*.toml` in its drop-in directory (`FILE.d/`) in name order: a
+/// package or a configuration manager adds its own exclusions or a disk's section in a file of
+/// its own instead of editing the main one. `main` may be absent (built-in defaults).
+pub fn load(main: Option<&Path>, drop_in_dir: &Path) -> Result<Config, ConfigError> {
+    let mut files: Vec<PathBuf> = main.map(Path::to_path_buf).into_iter().collect();
+    files.extend(drop_ins(drop_in_dir)?);
+    let mut texts = Vec::new();
+    for path in &files {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: path.display().to_string(),
+            line: None,
+            key: None,
+            message: format!("cannot read the configuration: {e}"),
+        })?;
+        texts.push((text, path.display().to_string()));
+    }
+    let layers: Vec<(&str, &str)> = texts
+        .iter()
+        .map(|(t, o)| (t.as_str(), o.as_str()))
+        .collect();
+    let mut config = parse_layers(&layers)?;
+    config.source = main.map(Path::to_path_buf);
+    config.drop_ins = files
+        .into_iter()
+        .skip(usize::from(main.is_some()))
+        .collect();
     Ok(config)
+}
+
+/// `*.toml` files of the drop-in directory, by name; none when it does not exist.
+fn drop_ins(dir: &Path) -> Result<Vec<PathBuf>, ConfigError> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => {
+            return Err(ConfigError {
+                origin: dir.display().to_string(),
+                line: None,
+                key: None,
+                message: format!("cannot read the drop-in directory: {e}"),
+            });
+        }
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
 }
 
 pub(super) struct Ctx<'a> {
@@ -95,15 +138,50 @@ impl Ctx<'_> {
 }
 
 pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
-    let ctx = Ctx { text, origin };
-    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
-        origin: origin.to_string(),
-        line: e.span().map(|s| ctx.line_of(s)),
-        key: e.span().and_then(|s| key_at(text, s.start)),
-        message: e.message().trim().to_string(),
-    })?;
-    let mut config = Config::default();
+    parse_layers(&[(text, origin)])
+}
 
+/// Files (text, origin) applied in order over the built-in defaults: a key a later file sets
+/// replaces the earlier value, `exclude` lists add up, and a `[device.NAME]` section starts from
+/// the final `[device.default]` with each file's keys for that disk applied in order.
+pub fn parse_layers(layers: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let mut parsed = Vec::new();
+    for &(text, origin) in layers {
+        let ctx = Ctx { text, origin };
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError {
+            origin: origin.to_string(),
+            line: e.span().map(|s| ctx.line_of(s)),
+            key: e.span().and_then(|s| key_at(text, s.start)),
+            message: e.message().trim().to_string(),
+        })?;
+        parsed.push((ctx, raw));
+    }
+    let mut config = Config::default();
+    for (ctx, raw) in &parsed {
+        apply(ctx, raw, &mut config)?;
+    }
+    let mut names: Vec<&String> = Vec::new();
+    for (_, raw) in &parsed {
+        for name in raw.device.keys().filter(|n| n.as_str() != "default") {
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    for name in names {
+        let mut policy = config.default_device.clone();
+        for (ctx, raw) in &parsed {
+            if let Some(section) = raw.device.get(name) {
+                policy = device_policy(ctx, name, section, &policy)?;
+            }
+        }
+        config.devices.push((name.clone(), policy));
+    }
+    Ok(config)
+}
+
+/// One file's `[daemon]`, `[metrics]`, `[exclude]` and `[device.default]` over `config`.
+fn apply(ctx: &Ctx, raw: &RawConfig, config: &mut Config) -> Result<(), ConfigError> {
     let d = &raw.daemon;
     if let Some(v) = ctx.value(&d.tick, "daemon.tick", |s: &String| {
         parse_duration_within(s, TICK.0, TICK.1)
@@ -169,15 +247,14 @@ pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     if let Some(v) = d.session_leaders {
         config.daemon.session_leaders = v;
     }
-    config.exclude = exclude(&ctx, &raw.exclude)?;
-
-    let default_raw = raw.device.get("default").cloned().unwrap_or_default();
-    config.default_device = device_policy(&ctx, "default", &default_raw, &config.default_device)?;
-    for (name, section) in raw.device.iter().filter(|(n, _)| n.as_str() != "default") {
-        let policy = device_policy(&ctx, name, section, &config.default_device)?;
-        config.devices.push((name.clone(), policy));
+    let more = exclude(ctx, &raw.exclude)?;
+    config.exclude.comm.extend(more.comm);
+    config.exclude.uid.extend(more.uid);
+    config.exclude.cgroup.extend(more.cgroup);
+    if let Some(section) = raw.device.get("default") {
+        config.default_device = device_policy(ctx, "default", section, &config.default_device)?;
     }
-    Ok(config)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -241,6 +318,56 @@ action = "cgroup"
         // The effective configuration round-trips through check-config's output.
         let again = parse(&c.to_toml(), "t").unwrap();
         assert_eq!(again.policy_for(Some("/dev/vdb")), vdb);
+    }
+
+    #[test]
+    fn drop_ins_replace_keys_add_exclusions_and_keep_device_inheritance() {
+        let main = "[daemon]\ntick = \"1s\"\n[exclude]\ncomm = [\"rsync\"]\n\
+                    [device.sda]\nhold = \"7s\"\n";
+        let first =
+            "[exclude]\ncomm = [\"borg\"]\nuid = [1000]\n[device.default]\nrestrict_at = 0.8\n";
+        let second = "[daemon]\ntick = \"2s\"\n[device.sda]\nbandwidth = \"30MB/s\"\n";
+        let c = parse_layers(&[(main, "main"), (first, "10-a"), (second, "20-b")]).unwrap();
+        assert_eq!(c.daemon.tick, Duration::from_secs(2), "the later file wins");
+        assert_eq!(c.exclude.comm, ["rsync", "borg"], "exclusions add up");
+        assert_eq!(c.exclude.uid, [1000]);
+        let sda = c.policy_for(Some("sda"));
+        assert_eq!(sda.hold, Duration::from_secs(7), "kept from the main file");
+        assert_eq!(
+            sda.bandwidth,
+            super::super::Bandwidth::BytesPerSec(30_000_000)
+        );
+        assert_eq!(sda.restrict_at, 0.8, "inherits the final default");
+        assert_eq!(c.policy_for(None).restrict_at, 0.8);
+
+        let bad = "\n[device.sda]\nrestrict_at = -1\n";
+        let e = parse_layers(&[(main, "main"), (bad, "/etc/x.toml.d/30-bad.toml")]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/x.toml.d/30-bad.toml:3: device.sda.restrict_at: -1 must be a positive fraction \
+             of the bandwidth"
+        );
+    }
+
+    #[test]
+    fn the_drop_in_directory_is_read_in_name_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let main = dir.path().join("ioshield.toml");
+        std::fs::write(&main, "[exclude]\ncomm = [\"a\"]\n").unwrap();
+        let d = super::super::drop_in_dir(&main);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("20-c.toml"), "[exclude]\ncomm = [\"c\"]\n").unwrap();
+        std::fs::write(d.join("10-b.toml"), "[exclude]\ncomm = [\"b\"]\n").unwrap();
+        std::fs::write(d.join("README"), "not toml").unwrap();
+        std::fs::write(d.join("99-x.toml.dpkg-old"), "not = toml = at all").unwrap();
+        let c = Config::load(Some(&main)).unwrap();
+        assert_eq!(c.exclude.comm, ["a", "b", "c"]);
+        assert_eq!(c.drop_ins, [d.join("10-b.toml"), d.join("20-c.toml")]);
+        assert!(c.origin().ends_with("20-c.toml"), "{}", c.origin());
+
+        // Without the main file, the drop-ins still apply over the defaults.
+        let c = load(None, &d).unwrap();
+        assert_eq!(c.exclude.comm, ["b", "c"]);
     }
 
     #[test]

@@ -18,6 +18,13 @@ pub use file::ConfigError;
 
 pub const DEFAULT_PATH: &str = "/etc/ioshield/ioshield.toml";
 
+/// `FILE.d/` next to a configuration file: `/etc/ioshield/ioshield.toml.d/`.
+pub fn drop_in_dir(main: &Path) -> PathBuf {
+    let mut dir = main.as_os_str().to_owned();
+    dir.push(".d");
+    PathBuf::from(dir)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ActionKind {
@@ -165,6 +172,9 @@ pub struct Config {
     pub devices: Vec<(String, DevicePolicy)>,
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// The drop-in files applied after it, in order.
+    #[serde(skip)]
+    pub drop_ins: Vec<PathBuf>,
 }
 
 impl Default for Config {
@@ -195,17 +205,34 @@ impl Default for Config {
             },
             devices: Vec::new(),
             source: None,
+            drop_ins: Vec::new(),
         }
     }
 }
 
 impl Config {
     /// `path` given: it must exist. Not given: the default path if it exists, else defaults.
+    /// Either way the drop-in directory `PATH.d/` follows, if it exists.
     pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
-        match path {
-            Some(p) => file::load(p),
-            None if Path::new(DEFAULT_PATH).exists() => file::load(Path::new(DEFAULT_PATH)),
-            None => Ok(Config::default()),
+        let main = match path {
+            Some(p) => Some(p),
+            None => Some(Path::new(DEFAULT_PATH)).filter(|p| p.exists()),
+        };
+        file::load(main, &drop_in_dir(path.unwrap_or(Path::new(DEFAULT_PATH))))
+    }
+
+    /// Where the configuration came from, for people: the main file and its drop-ins.
+    pub fn origin(&self) -> String {
+        let mut files: Vec<String> = self
+            .source
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        files.extend(self.drop_ins.iter().map(|p| p.display().to_string()));
+        if files.is_empty() {
+            "built-in defaults".into()
+        } else {
+            files.join(", ")
         }
     }
 

@@ -20,6 +20,8 @@ pub struct Offender {
     pub comm: String,
     pub since: Instant,
     pub action: String,
+    /// The unit or cgroup holding the limits (`Restricted::place`).
+    pub place: Option<String>,
 }
 
 #[derive(Default)]
@@ -114,7 +116,7 @@ impl DiskRuntime {
         fx.metrics
             .action("restrict", method.label(), result.is_ok());
         match result {
-            Ok(Restricted { id, how }) => {
+            Ok(Restricted { id, how, place }) => {
                 let message = format!(
                     "{verb} pid {} ({comm}) {why}: {how} ({} processes)",
                     offender.pid,
@@ -128,6 +130,7 @@ impl DiskRuntime {
                     comm,
                     since: Instant::now(),
                     action: how,
+                    place,
                 });
             }
             Err(e) => {

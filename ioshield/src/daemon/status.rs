@@ -71,6 +71,9 @@ pub struct OffenderStatus {
     pub comm: String,
     pub restricted_for_secs: f64,
     pub action: String,
+    /// The systemd unit (or ioshield's cgroup) holding the limits.
+    #[serde(default)]
+    pub place: Option<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -103,6 +106,7 @@ pub fn snapshot<'a>(
                 comm: o.comm.clone(),
                 restricted_for_secs: now.duration_since(o.since).as_secs_f64(),
                 action: o.action.clone(),
+                place: o.place.clone(),
             }),
             restrict_at_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec)
                 * config.policy_for(None).restrict_at,
@@ -114,7 +118,7 @@ pub fn snapshot<'a>(
         version: env!("CARGO_PKG_VERSION").to_string(),
         pid: std::process::id(),
         uptime_secs: now.duration_since(started).as_secs_f64(),
-        config: config.source.as_ref().map(|p| p.display().to_string()),
+        config: Some(config.origin()),
         features,
         cgroup_action: describe_cgroup_action(cgroup_action),
         devices,
@@ -260,9 +264,13 @@ pub fn render(s: &Status) -> String {
             Some(o) => {
                 let _ = writeln!(
                     out,
-                    "  restricted: pid {} ({}) for {}: {}",
+                    "  restricted: pid {} ({}){} for {}: {}",
                     o.pid,
                     crate::display::printable(&o.comm),
+                    o.place.as_deref().map_or(String::new(), |p| format!(
+                        " in {}",
+                        crate::display::printable(p)
+                    )),
                     ago(o.restricted_for_secs),
                     o.action
                 );
