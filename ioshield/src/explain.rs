@@ -92,13 +92,15 @@ fn explain(pid: u32, s: &Status) -> String {
                 let members: HashSet<u32> = std::iter::once(pid).collect();
                 let ancestors: HashSet<u32> = procfs::ancestors(pid).collect();
                 let would = match placement::place(&cg, &unit_pids, &members, &ancestors) {
-                    Placement::InPlace { unit } => format!(
-                        "limits set on {unit} itself through systemd, nothing moved (every \
-                         process of the unit is its own)"
+                    Placement::InPlace { unit, user } => format!(
+                        "limits set on {unit} itself through {}, nothing moved (every process \
+                         of the unit is its own)",
+                        manager_name(user)
                     ),
-                    Placement::Split { unit, slice } => format!(
-                        "it (and its subtree) moved into a scope of its own in {slice}, bound to \
-                         {unit}, which it shares with other processes"
+                    Placement::Split { unit, slice, user } => format!(
+                        "it (and its subtree) moved by {} into a scope of its own in {slice}, \
+                         bound to {unit}, which it shares with other processes",
+                        manager_name(user)
                     ),
                     Placement::Foreign { why } => {
                         format!("no cgroup limits, the idle I/O class instead: {why}")
@@ -112,6 +114,10 @@ fn explain(pid: u32, s: &Status) -> String {
         }
     }
     with_decisions(out, pid, s)
+}
+
+fn manager_name(user: Option<u32>) -> String {
+    user.map_or("systemd".into(), |uid| format!("user {uid}'s systemd"))
 }
 
 fn with_decisions(mut out: String, pid: u32, s: &Status) -> String {

@@ -89,10 +89,11 @@ fn assets_cover_every_subcommand_and_hide_the_generator() {
         String::from_utf8_lossy(&out.stderr)
     );
     for name in [
-        "ioshield.1",
-        "ioshield-top.1",
-        "ioshield-daemon.1",
-        "ioshield-check-config.1",
+        "ioshield.8",
+        "ioshield-top.8",
+        "ioshield-daemon.8",
+        "ioshield-check-config.8",
+        "ioshield.toml.5",
         "ioshield.bash",
         "_ioshield",
         "ioshield.fish",
@@ -104,8 +105,54 @@ fn assets_cover_every_subcommand_and_hide_the_generator() {
             "{name} mentions the hidden generate-assets"
         );
     }
-    assert!(!dir.path().join("ioshield-generate-assets.1").exists());
-    assert!(!dir.path().join("ioshield-help.1").exists());
+    assert!(!dir.path().join("ioshield-generate-assets.8").exists());
+    assert!(!dir.path().join("ioshield-help.8").exists());
+    let main = std::fs::read_to_string(dir.path().join("ioshield.8")).unwrap();
+    for section in [".SH FILES", ".SH SIGNALS", ".SH EXIT STATUS"] {
+        assert!(main.contains(section), "ioshield(8) lacks {section}");
+    }
+    // ioshield.toml(5) describes every key of the effective configuration.
+    let page = std::fs::read_to_string(dir.path().join("ioshield.toml.5")).unwrap();
+    let effective: toml::Table =
+        toml::from_str(&effective_config(&packaging("ioshield.toml"))).unwrap();
+    let mut keys = vec![
+        "listen".to_string(),
+        "textfile".to_string(),
+        "socket".to_string(),
+    ];
+    for table in effective.values().filter_map(|v| v.as_table()) {
+        for (key, value) in table {
+            match value.as_table() {
+                // [device.default]: its keys
+                Some(inner) => keys.extend(inner.keys().cloned()),
+                None => keys.push(key.clone()),
+            }
+        }
+    }
+    for key in keys {
+        assert!(
+            page.contains(&format!("\\fB{}\\fR", key.replace('-', "\\-"))),
+            "ioshield.toml(5) has no entry for {key}"
+        );
+    }
+    // groff renders every page without a warning.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.extension().is_some_and(|e| e == "5" || e == "8") {
+            continue;
+        }
+        let out = Command::new("groff")
+            .args(["-man", "-Tutf8", "-ww", "-z"])
+            .arg(&path)
+            .output()
+            .expect("groff (Debian package groff-base)");
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && warnings.trim().is_empty(),
+            "{}: {warnings}",
+            path.display()
+        );
+    }
 }
 
 /// The rpm enables the service through presets (as Fedora's %systemd_post does), not with an

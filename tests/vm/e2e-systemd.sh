@@ -5,8 +5,9 @@
 # a heavy writer and an innocent loop in one scope (like a login session), and checks that the
 # daemon moves only the writer into a limited scope of its own in the session's slice, bound to
 # the session, lifts the limits again, restricts again after a restart, undoes everything on stop;
-# that a service whose main process writes is limited in place and put back exactly; and that
-# the package removes and purges cleanly.
+# that a service whose main process writes is limited in place and put back exactly; that a
+# user's own unit is limited through that user's systemd and stays where it is; and that the
+# package removes and purges cleanly.
 #
 # Environment (from the runner): DEB (the package), DATA_DEV (the 30 MB/s disk), DATA (its mount
 # point), RESULTS (saved to the host). Every check prints `PASS name` or `FAIL name: detail`; the
@@ -308,6 +309,57 @@ systemctl stop nightly-backup.service
 check service-stop-ends-writer "pid $BACKUP still runs after systemctl stop" \
     wait_for 15 eval '! kill -0 "$BACKUP" 2>/dev/null'
 
+# --- a user's own unit: limited through that user's systemd, inside user@UID.service --------
+# A lingering user's manager (no login needed); its units live in user@UID.service, which only
+# that manager may change. The package's drop-in delegates io to user managers.
+useradd --create-home e2euser > /dev/null 2>&1
+UUID_=$(id -u e2euser)
+UCG=/sys/fs/cgroup/user.slice/user-$UUID_.slice/user@$UUID_.service
+loginctl enable-linger e2euser
+wait_for 60 test -S "/run/user/$UUID_/systemd/private"
+check user-manager-running "user@$UUID_.service is $(systemctl is-active "user@$UUID_.service")" \
+    test -S "/run/user/$UUID_/systemd/private"
+usys() { runuser -u e2euser -- env XDG_RUNTIME_DIR="/run/user/$UUID_" "$@"; }
+uprop() { usys systemctl --user show "$1" -p "$2" --value 2>/dev/null; }
+check user-io-delegated "controllers of user@$UUID_.service: $(cat "$UCG/cgroup.controllers" 2>&1)" \
+    grep -qw io "$UCG/cgroup.controllers"
+UCTL=/run/e2e-user
+mkdir -p "$UCTL" "$DATA/e2euser"
+chown e2euser "$DATA/e2euser"
+chmod 755 "$UCTL"
+cp "$CTL/backup.pl" "$UCTL/backup.pl"
+T9=$(date +%s)
+usys systemd-run --user --unit=user-backup perl "$UCTL/backup.pl" "$DATA/e2euser/backup" "$UCTL" \
+    > "$RESULTS/user-run.log" 2>&1
+UPID=$(uprop user-backup.service MainPID)
+log "user-backup.service (user $UUID_) main pid ${UPID:-?}: $(cat "$RESULTS/user-run.log")"
+UBEFORE_W=$(uprop user-backup.service IOWriteBandwidthMax)
+UBEFORE_M=$(uprop user-backup.service MemoryHigh)
+touch "$UCTL/backup-write"
+wait_for 120 journal_has "$T9" "^restrict pid ${UPID:-none} "
+URESTRICT=$(journal_since "$T9" | grep -m1 "^restrict pid ${UPID:-none} ")
+log "journal: ${URESTRICT:-no restrict line}"
+check user-unit-restricted "no 'restrict pid ${UPID:-?}' within 120 s: $(journal_since "$T9" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
+    test -n "$URESTRICT"
+check user-unit-through-its-manager "not limited in place through user $UUID_'s systemd: $URESTRICT" \
+    eval 'echo "$URESTRICT" | grep -q "on user-backup.service itself through user $UUID_.s systemd"'
+check user-unit-not-moved "cgroup is $(cgroup_of "${UPID:-0}")" \
+    eval 'cgroup_of "$UPID" | grep -q "^/user.slice/user-$UUID_.slice/user@$UUID_.service/app.slice/user-backup.service$"'
+check user-unit-limited "IOWriteBandwidthMax=$(uprop user-backup.service IOWriteBandwidthMax), io.max: $(cat "$UCG/app.slice/user-backup.service/io.max" 2>&1)" \
+    eval 'grep -qE "wbps=[0-9]" "$UCG/app.slice/user-backup.service/io.max"'
+check user-unit-listed "systemctl --user no longer lists it" \
+    eval 'usys systemctl --user is-active --quiet user-backup.service'
+rm -f "$UCTL/backup-write"
+T10=$(date +%s)
+wait_for 120 journal_has "$T10" "^release pid ${UPID:-none} "
+check user-unit-released "no 'release pid ${UPID:-?}' within 120 s" journal_has "$T10" "^release pid ${UPID:-none} "
+UAFTER_W=$(uprop user-backup.service IOWriteBandwidthMax)
+UAFTER_M=$(uprop user-backup.service MemoryHigh)
+check user-unit-limits-restored "IOWriteBandwidthMax '$UBEFORE_W' -> '$UAFTER_W', MemoryHigh '$UBEFORE_M' -> '$UAFTER_M'" \
+    eval 'test "$UAFTER_W" = "$UBEFORE_W" -a "$UAFTER_M" = "$UBEFORE_M"'
+usys systemctl --user stop user-backup.service
+loginctl disable-linger e2euser
+
 # --- remove, then purge --------------------------------------------------------------------
 systemctl start ioshield # remove must stop a running service
 if dpkg -r ioshield > "$RESULTS/dpkg-remove.log" 2>&1; then
@@ -319,6 +371,8 @@ cat "$RESULTS/dpkg-remove.log"
 check remove-stops-service "ioshield is $(systemctl is-active ioshield) after remove" \
     eval '! pgrep -x ioshield > /dev/null && test "$(systemctl is-active ioshield)" != active'
 check remove-binary "/usr/bin/ioshield is still there" test ! -e /usr/bin/ioshield
+check remove-user-drop-in "the user@.service drop-in is still there" \
+    test ! -e /usr/lib/systemd/system/user@.service.d/50-ioshield.conf
 # debhelper's postrm masks the unit on remove (so a leftover enable symlink cannot start it) and
 # unmasks it on purge.
 check remove-unit "unit file left: $(ls /lib/systemd/system/ioshield.service /usr/lib/systemd/system/ioshield.service 2>/dev/null)" \

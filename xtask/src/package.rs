@@ -13,19 +13,27 @@ use crate::cmd::{command, run, workspace_root};
 const ASSETS: &str = "target/release/assets";
 const PACKAGES: &str = "target/packages";
 
-/// Cargo subcommands used to build the packages: (subcommand, crate that installs it).
-const TOOLS: [(&str, &str); 2] = [("deb", "cargo-deb"), ("generate-rpm", "cargo-generate-rpm")];
+/// Cargo subcommands used to build the packages: (subcommand, crate that installs it, extra
+/// `cargo install` arguments). cargo-about writes the licence notices of the crates linked into
+/// the binary; its command line is behind a feature.
+const TOOLS: [(&str, &str, &[&str]); 3] = [
+    ("deb", "cargo-deb", &[]),
+    ("generate-rpm", "cargo-generate-rpm", &[]),
+    ("about", "cargo-about", &["--features", "cli"]),
+];
 
 pub fn run_all() -> Result<()> {
     crate::setup::ensure()?;
     crate::build_release()?;
-    // strip for the rpm's binary (cargo-deb strips its own copy), gzip for the man pages.
-    crate::setup::apt_install(&["binutils", "gzip"])?;
+    // strip for the rpm's binary (cargo-deb strips its own copy), gzip for the man pages,
+    // lintian to check the .deb as Debian would.
+    crate::setup::apt_install(&["binutils", "gzip", "lintian"])?;
     let root = workspace_root();
-    generate_assets(&root)?;
-    for (sub, krate) in TOOLS {
-        ensure_tool(sub, krate)?;
+    for (sub, krate, extra) in TOOLS {
+        ensure_tool(sub, krate, extra)?;
     }
+    generate_assets(&root)?;
+    third_party_licences(&root)?;
     let out = root.join(PACKAGES);
     clear_packages(&out)?;
     let out_arg = out.to_string_lossy();
@@ -45,7 +53,59 @@ pub fn run_all() -> Result<()> {
         "--output",
         &out_arg,
     ])?;
-    report(&out)
+    report(&out)?;
+    lintian(&out)
+}
+
+/// The notices of every crate linked into the binary (not build tools or test-only crates, see
+/// about.toml), from the crates' own licence files.
+fn third_party_licences(root: &Path) -> Result<()> {
+    let dest = root.join(ASSETS).join("THIRD-PARTY-LICENSES");
+    run(command(env!("CARGO"))
+        .current_dir(root)
+        // --offline: the licence texts come from the crates' own sources (only the package
+        // registry is reachable here), --locked: the versions the binary was built with.
+        .args(["about", "generate", "--offline", "--locked"])
+        .args(["--manifest-path", "ioshield/Cargo.toml"])
+        .args(["--config", "about.toml", "--output-file"])
+        .arg(&dest)
+        .arg("about.hbs"))?;
+    let text = std::fs::read_to_string(&dest)
+        .with_context(|| format!("cargo about wrote no {}", dest.display()))?;
+    // A notice file without the crates we know are linked is a broken template or config.
+    for krate in ["aya", "tokio", "zbus"] {
+        if !text.contains(&format!("- {krate} ")) {
+            bail!("{} does not name {krate}", dest.display());
+        }
+    }
+    Ok(())
+}
+
+/// The .deb as Debian's own checker sees it: any error fails the packaging (warnings are shown).
+fn lintian(out: &Path) -> Result<()> {
+    let mut debs = Vec::new();
+    for entry in std::fs::read_dir(out)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "deb") {
+            debs.push(path);
+        }
+    }
+    let result = command("lintian")
+        .args(["--fail-on", "error", "--tag-display-limit", "0"])
+        .args(&debs)
+        .output()
+        .context("running lintian")?;
+    let text = String::from_utf8_lossy(&result.stdout);
+    print!("{text}");
+    eprint!("{}", String::from_utf8_lossy(&result.stderr));
+    if !result.status.success() {
+        bail!("lintian found errors in the .deb (above)");
+    }
+    println!(
+        "lintian: no errors, {} warnings",
+        text.lines().filter(|l| l.starts_with("W: ")).count()
+    );
+    Ok(())
 }
 
 /// Regenerates the assets from scratch, so that a page of a removed subcommand is not packaged.
@@ -81,15 +141,15 @@ fn man_pages(dir: &Path) -> Result<Vec<std::path::PathBuf>> {
     let mut pages = Vec::new();
     for entry in std::fs::read_dir(dir).with_context(|| format!("cannot read {}", dir.display()))? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "1") {
+        if path.extension().is_some_and(|e| e == "5" || e == "8") {
             pages.push(path);
         }
     }
     Ok(pages)
 }
 
-/// `cargo install --locked KRATE` unless `cargo SUB --version` already works.
-fn ensure_tool(sub: &str, krate: &str) -> Result<()> {
+/// `cargo install --locked KRATE EXTRA...` unless `cargo SUB --version` already works.
+fn ensure_tool(sub: &str, krate: &str, extra: &[&str]) -> Result<()> {
     let installed = command(env!("CARGO"))
         .args([sub, "--version"])
         .stdout(std::process::Stdio::null())
@@ -100,7 +160,9 @@ fn ensure_tool(sub: &str, krate: &str) -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: installing {krate} (a few minutes, once)");
-    crate::cmd::cargo(&["install", "--locked", krate])
+    let mut args = vec!["install", "--locked", krate];
+    args.extend(extra);
+    crate::cmd::cargo(&args)
 }
 
 /// Removes the packages of earlier runs, so the listing shows only what this run built.

@@ -7,7 +7,8 @@ pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
     // systemd-analyze checks the unit's hardening; python3 drives the paced test writer;
     // promtool (in `prometheus`) checks that the metrics are what a scraper accepts; tmux is
     // the terminal the live `top` view is driven in.
-    crate::setup::apt_install(&["systemd", "python3", "prometheus", "tmux"])?;
+    // groff-base renders the man pages in the packaging test.
+    crate::setup::apt_install(&["systemd", "python3", "prometheus", "tmux", "groff-base"])?;
     if lint {
         cargo(&["fmt", "--all", "--", "--check"])?;
         cargo(&[

@@ -80,6 +80,8 @@ struct Active {
     unit: Option<String>,
     /// That unit's cgroup (relative to the hierarchy's root).
     unit_cgroup: Option<PathBuf>,
+    /// The manager of that unit: PID 1, or a user's systemd.
+    manager: systemd::Manager,
     /// The root's own ioprio before restriction: what threads that inherited idle return to.
     root_previous: Option<u16>,
 }
@@ -143,6 +145,7 @@ impl Actuator {
             cgroup: None,
             unit: None,
             unit_cgroup: None,
+            manager: None,
             root_previous: None,
         };
         let mut how = method.describe();
@@ -162,8 +165,9 @@ impl Actuator {
                 active.cgroup = Some(cg);
             }
             Method::SystemdScope(limits) => match self.restrict_unit(id, root, members, limits)? {
-                units::Done::Unit(unit, cgroup, what) => {
+                units::Done::Unit(unit, manager, cgroup, what) => {
                     active.unit = Some(unit);
+                    active.manager = manager;
                     active.unit_cgroup = Some(cgroup);
                     how = what;
                 }
@@ -298,7 +302,16 @@ impl Actuator {
                     .systemd
                     .as_ref()
                     .ok_or_else(|| anyhow!("systemd is not reachable"))?;
-                systemd.set_limits(unit, &l.device, l.wbps, l.memory_high)?;
+                // A user manager without io keeps holding memory.high alone.
+                let wbps = if active.unit_cgroup.as_deref().is_some_and(|cg| {
+                    active.manager.is_some()
+                        && cgroups::v2_mount().is_some_and(|m| !units::io_delegated(&m, cg))
+                }) {
+                    method::NO_WRITE_LIMIT
+                } else {
+                    l.wbps
+                };
+                systemd.set_limits(active.manager, unit, &l.device, wbps, l.memory_high)?;
             }
             // A different kind of action (the configuration changed): kept until release.
             _ => return Ok(false),

@@ -5,15 +5,21 @@ use std::{collections::HashSet, path::Path};
 /// What restricting an offender on a systemd host does.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
-    /// Every process of the system unit is the offender's: set the limits on the unit itself
-    /// (`SetUnitProperties`), nothing moves.
-    InPlace { unit: String },
+    /// Every process of the unit is the offender's: set the limits on the unit itself
+    /// (`SetUnitProperties`), nothing moves. `user`: the unit is a user manager's
+    /// (`user@UID.service/...`), and only that manager may change it.
+    InPlace { unit: String, user: Option<u32> },
     /// The unit also holds innocent processes: move the offender's subtree into a new scope in
-    /// the same slice, bound to the unit so that stopping the unit stops it too.
-    Split { unit: String, slice: String },
-    /// A subtree ioshield must not write into or move out of: a user manager's units
-    /// (`user@UID.service`, whose own systemd owns them) or another manager's delegated subtree
-    /// (container engines, machined). `why` is said once in the log.
+    /// the same slice, through the same manager, bound to the unit so that stopping the unit
+    /// stops it too.
+    Split {
+        unit: String,
+        slice: String,
+        user: Option<u32>,
+    },
+    /// A subtree ioshield must not write into or move out of: another manager's delegated
+    /// subtree (container engines, machined), a user manager itself, or no unit at all. `why`
+    /// is said once in the log.
     Foreign { why: String },
 }
 
@@ -33,14 +39,27 @@ pub fn place(
         .filter_map(|c| c.as_os_str().to_str())
         .filter(|c| *c != "/")
         .collect();
+    // Below `user@UID.service` the user's own systemd is the manager: the same rules apply to
+    // its units, through it.
+    let mut user = None;
+    let mut parts = parts.as_slice();
     if let Some(i) = parts.iter().position(|p| p.starts_with("user@")) {
-        return Placement::Foreign {
-            why: format!(
-                "it runs under {}, whose own systemd manages it (ioshield does not move \
-                 processes out of a user manager's subtree)",
-                parts[i]
-            ),
+        let Some(uid) = parts[i]
+            .strip_prefix("user@")
+            .and_then(|p| p.strip_suffix(".service"))
+            .and_then(|u| u.parse().ok())
+        else {
+            return Placement::Foreign {
+                why: format!("{} is not a user manager ioshield knows", parts[i]),
+            };
         };
+        user = Some(uid);
+        parts = &parts[i + 1..];
+        if parts.first() == Some(&"init.scope") {
+            return Placement::Foreign {
+                why: format!("it is user {uid}'s systemd itself"),
+            };
+        }
     }
     // Slices nest; the first service or scope below them is the unit. Anything below that is a
     // sub-cgroup that only a unit with Delegate=yes has (whatever its name, e.g. a container's
@@ -66,13 +85,13 @@ pub fn place(
     let ours =
         |p: &u32| members.contains(p) || (unit.ends_with(".service") && ancestors.contains(p));
     if !unit_pids.is_empty() && unit_pids.iter().all(ours) {
-        return Placement::InPlace { unit };
+        return Placement::InPlace { unit, user };
     }
     let slice = parts[..unit_at]
         .last()
         .filter(|p| p.ends_with(".slice"))
         .map_or("-.slice".to_string(), |p| p.to_string());
-    Placement::Split { unit, slice }
+    Placement::Split { unit, slice, user }
 }
 
 #[cfg(test)]
@@ -94,7 +113,8 @@ mod tests {
         assert_eq!(
             p,
             Placement::InPlace {
-                unit: "nightly-backup.service".into()
+                unit: "nightly-backup.service".into(),
+                user: None
             }
         );
         // The service's script (40) runs the writer (41): the script is part of the job.
@@ -128,7 +148,8 @@ mod tests {
             p,
             Placement::Split {
                 unit: "session-3.scope".into(),
-                slice: "user-1000.slice".into()
+                slice: "user-1000.slice".into(),
+                user: None
             }
         );
         let p = place(
@@ -141,14 +162,49 @@ mod tests {
     }
 
     #[test]
-    fn user_managers_and_delegated_subtrees_are_left_alone() {
-        let user = place(
-            Path::new("/user.slice/user-1000.slice/user@1000.service/app.slice/run-r1.scope"),
+    fn a_user_managers_units_are_placed_through_it() {
+        let base = "/user.slice/user-1000.slice/user@1000.service";
+        let own = place(
+            Path::new(&format!("{base}/app.slice/run-r1.service")),
             &[40],
             &members(&[40]),
             &HashSet::new(),
         );
-        assert!(matches!(user, Placement::Foreign { ref why } if why.contains("user@1000")));
+        assert_eq!(
+            own,
+            Placement::InPlace {
+                unit: "run-r1.service".into(),
+                user: Some(1000)
+            }
+        );
+        // A terminal's scope holds the shell and whatever else runs in that terminal.
+        let terminal = place(
+            Path::new(&format!("{base}/app.slice/app-gnome-terminal-42.scope")),
+            &[30, 40],
+            &members(&[40]),
+            &members(&[30]),
+        );
+        assert_eq!(
+            terminal,
+            Placement::Split {
+                unit: "app-gnome-terminal-42.scope".into(),
+                slice: "app.slice".into(),
+                user: Some(1000)
+            }
+        );
+        let manager = place(
+            Path::new(&format!("{base}/init.scope")),
+            &[20],
+            &members(&[20]),
+            &HashSet::new(),
+        );
+        assert!(
+            matches!(manager, Placement::Foreign { ref why } if why.contains("systemd itself"))
+        );
+    }
+
+    #[test]
+    fn delegated_subtrees_are_left_alone() {
         let container = place(
             Path::new("/system.slice/docker-abc.scope/init.scope"),
             &[40],

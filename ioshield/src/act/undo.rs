@@ -5,7 +5,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{Actuator, UndoReport, cgroup::Cgroupfs, identity, ioprio};
+use super::{Actuator, UndoReport, cgroup::Cgroupfs, identity, ioprio, systemd::Systemd};
 use crate::{
     journal::{Change, Identity},
     system::cgroups,
@@ -18,6 +18,7 @@ impl Actuator {
         unit: &str,
         device: &str,
         members: &[Identity],
+        user: Option<u32>,
         r: &mut UndoReport,
     ) {
         let Some(systemd) = &self.systemd else {
@@ -36,12 +37,12 @@ impl Actuator {
             }
         }
         r.vanished += members.len() - alive.len();
-        if alive.is_empty() || !systemd.exists(unit) {
+        if alive.is_empty() || !systemd.exists(user, unit) {
             // systemd removed the scope with its last process (or never started it): nothing
             // left to lift.
             return;
         }
-        match systemd.lift(unit, device) {
+        match systemd.lift(user, unit, device) {
             Ok(()) => {
                 r.restored += alive.len();
                 tracing::info!(
@@ -63,10 +64,18 @@ impl Actuator {
                     unit,
                     device,
                     members,
+                    user,
                     ..
-                } => self.undo_scope(c, unit, device, members, &mut r),
-                Change::UnitLimits { unit, previous, .. } => match &self.systemd {
-                    Some(systemd) => match systemd.restore_unit_limits(unit, previous) {
+                } => self.undo_scope(c, unit, device, members, *user, &mut r),
+                Change::UnitLimits {
+                    unit,
+                    previous,
+                    user,
+                    ..
+                } => match &self.systemd {
+                    // The user logged out: their manager and its units are gone, limits too.
+                    Some(_) if Systemd::manager_gone(*user) => r.vanished += 1,
+                    Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous) {
                         Ok(()) => r.restored += 1,
                         Err(e) => r.fail(c, format!("{e:#}")),
                     },

@@ -11,7 +11,9 @@ use anyhow::{Result, anyhow};
 
 use super::{
     Actuator, ScopeLimits, identity,
+    method::NO_WRITE_LIMIT,
     placement::{self, Placement},
+    systemd::{Manager, manager_name},
 };
 use crate::{
     journal::{Change, Identity},
@@ -19,8 +21,8 @@ use crate::{
 };
 
 pub enum Done {
-    /// The unit whose limits now hold the offender, its cgroup, and what was done.
-    Unit(String, PathBuf, String),
+    /// The unit whose limits now hold the offender, its manager, its cgroup, and what was done.
+    Unit(String, Manager, PathBuf, String),
     /// Not ours to change, and why.
     Refused(String),
 }
@@ -40,21 +42,53 @@ impl Actuator {
             cgroups::procs_below(&mount.join(cgroup.strip_prefix("/").unwrap_or(&cgroup)));
         let member_set: HashSet<u32> = members.iter().copied().collect();
         let ancestors: HashSet<u32> = procfs::ancestors(root).collect();
-        match placement::place(&cgroup, &unit_pids, &member_set, &ancestors) {
-            Placement::InPlace { unit } => {
-                self.limit_in_place(id, &unit, limits)?;
-                let what = format!("{} on {unit} itself, nothing moved", limits.describe());
-                Ok(Done::Unit(unit, cgroup, what))
+        let placement = placement::place(&cgroup, &unit_pids, &member_set, &ancestors);
+        let user = match &placement {
+            Placement::InPlace { user, .. } | Placement::Split { user, .. } => *user,
+            Placement::Foreign { .. } => None,
+        };
+        if let Some(uid) = user {
+            if let Err(e) = self.systemd()?.reach(user) {
+                return Ok(Done::Refused(format!(
+                    "user {uid}'s systemd cannot be reached ({e:#}); is dbus-user-session installed?"
+                )));
             }
-            Placement::Split { unit, slice } => {
-                let scope = self.start_scope(id, root, members, limits, &slice, &unit)?;
+        }
+        // What a user manager can apply: without the io controller (user@.service delegates
+        // only `pids memory cpu` unless the package's drop-in is in effect), memory.high alone.
+        let mut limits = limits.clone();
+        let mut through = manager_name(user);
+        if let Some(uid) = user.filter(|_| !io_delegated(&mount, &cgroup)) {
+            if limits.memory_high.is_none() {
+                return Ok(Done::Refused(format!(
+                    "user {uid}'s systemd has no io controller to limit writes with, and \
+                     memory_high is off"
+                )));
+            }
+            limits.wbps = NO_WRITE_LIMIT;
+            through = format!(
+                "{through} (MemoryHigh only: io is not delegated to user@{uid}.service; the \
+                 package's drop-in delegates it from the user's next login)"
+            );
+        }
+        match placement {
+            Placement::InPlace { unit, user } => {
+                self.limit_in_place(id, user, &unit, &limits)?;
                 let what = format!(
-                    "{} on new scope {scope} in {slice}, bound to {unit}",
+                    "{} on {unit} itself through {through}, nothing moved",
+                    limits.describe()
+                );
+                Ok(Done::Unit(unit, user, cgroup, what))
+            }
+            Placement::Split { unit, slice, user } => {
+                let scope = self.start_scope(id, user, root, members, &limits, &slice, &unit)?;
+                let what = format!(
+                    "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
                 );
                 // In the same slice: next to the unit it was split from.
                 let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
-                Ok(Done::Unit(scope, at, what))
+                Ok(Done::Unit(scope, user, at, what))
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
         }
@@ -66,17 +100,24 @@ impl Actuator {
             .ok_or_else(|| anyhow!("systemd is not reachable"))
     }
 
-    fn limit_in_place(&mut self, id: u64, unit: &str, limits: &ScopeLimits) -> Result<()> {
-        let previous = self.systemd()?.unit_limits(unit)?;
+    fn limit_in_place(
+        &mut self,
+        id: u64,
+        user: Manager,
+        unit: &str,
+        limits: &ScopeLimits,
+    ) -> Result<()> {
+        let previous = self.systemd()?.unit_limits(user, unit)?;
         let change = Change::UnitLimits {
             restriction: id,
             unit: unit.to_string(),
             previous,
+            user,
         };
         self.journal.record(change.clone())?;
         if let Err(e) =
             self.systemd()?
-                .set_limits(unit, &limits.device, limits.wbps, limits.memory_high)
+                .set_limits(user, unit, &limits.device, limits.wbps, limits.memory_high)
         {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
@@ -86,9 +127,11 @@ impl Actuator {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn start_scope(
         &mut self,
         id: u64,
+        user: Manager,
         root: u32,
         members: &[u32],
         limits: &ScopeLimits,
@@ -106,11 +149,12 @@ impl Actuator {
             unit: unit.clone(),
             device: limits.device.clone(),
             members: recorded,
+            user,
         };
         self.journal.record(change.clone())?;
         if let Err(e) = self
             .systemd()?
-            .start_scope(&unit, slice, original, &pids, limits)
+            .start_scope(user, &unit, slice, original, &pids, limits)
         {
             // The job may still complete after we stopped waiting: undo it like any other
             // (nothing to do if the scope does not exist; retried later if that fails).
@@ -129,4 +173,21 @@ impl Actuator {
             tracing::warn!("undoing a failed restriction: {e}");
         }
     }
+}
+
+/// Whether the io controller reaches a user manager's units: the cgroup of `user@UID.service`
+/// (the first `user@` component of `cgroup`) lists it among its controllers.
+pub(super) fn io_delegated(mount: &Path, cgroup: &Path) -> bool {
+    let mut dir = mount.to_path_buf();
+    for part in cgroup
+        .components()
+        .filter_map(|c| c.as_os_str().to_str())
+        .filter(|c| *c != "/")
+    {
+        dir.push(part);
+        if part.starts_with("user@") {
+            return cgroups::controllers(&dir).iter().any(|c| c == "io");
+        }
+    }
+    false
 }

@@ -137,6 +137,7 @@ impl Ctx<'_> {
     }
 }
 
+#[cfg(test)]
 pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     parse_layers(&[(text, origin)])
 }

@@ -40,12 +40,18 @@ pub enum Change {
         unit: String,
         device: String,
         members: Vec<Identity>,
+        /// The user whose systemd holds the scope; none: PID 1.
+        #[serde(default)]
+        user: Option<u32>,
     },
     /// A unit's write limits were changed in place (through systemd); put back `previous`.
     UnitLimits {
         restriction: u64,
         unit: String,
         previous: crate::act::systemd::UnitLimits,
+        /// The user whose systemd owns the unit; none: PID 1.
+        #[serde(default)]
+        user: Option<u32>,
     },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {

@@ -173,6 +173,7 @@ mod tests {
                 unit: "sshd.service".into(),
                 device: "/dev/vda".into(),
                 members: vec![],
+                user: None,
             },
             Change::CgroupMove {
                 restriction: 1,

@@ -75,6 +75,15 @@ pub fn of_process(pid: u32) -> Option<PathBuf> {
     parse_proc_cgroup(&text)
 }
 
+/// Whether user `uid`'s own systemd runs: its unit's cgroup exists (the user is logged in, or
+/// lingers).
+pub fn user_manager_running(uid: u32) -> bool {
+    v2_mount().is_some_and(|root| {
+        root.join(format!("user.slice/user-{uid}.slice/user@{uid}.service"))
+            .is_dir()
+    })
+}
+
 /// Whether a cgroup path component is named like a systemd unit that holds processes or units.
 pub fn is_unit_name(component: &str) -> bool {
     [".service", ".scope", ".slice"]
