@@ -41,6 +41,17 @@ log() { echo "e2e: $*"; }
 # The daemon's journal since the unix time $1, message text only.
 journal_since() { journalctl -u ioshield -o cat --no-pager --since "@$1" 2>/dev/null; }
 journal_has() { journal_since "$1" | grep -q -- "$2"; }
+# latency CASE START PID [SINCE]: how long after START (unix time with fractions, taken when the
+# writer was told to write, or SINCE) the daemon logged `restrict pid PID`; a TIME line in the
+# results.
+latency() {
+    local at since=${4:-the writer was told to write}
+    at=$(journalctl -u ioshield -o short-unix --no-pager --since "@${2%.*}" 2>/dev/null |
+        grep -m1 " restrict pid $3 " | awk '{print $1}')
+    echo "TIME $1: $(awk -v a="${at:-0}" -v b="$2" -v since="$since" 'BEGIN { if (a > 0) printf "restricted %.2f s after %s", a - b, since; else printf "not restricted" }')" |
+        tee -a "$CHECKS"
+}
+now() { date +%s.%N; }
 cgroup_of() { sed -n 's/^0:://p' "/proc/$1/cgroup" 2>/dev/null; }
 in_unit() { cgroup_of "$1" | grep -q "/$2\$"; }
 # No write limit left on the process's cgroup: systemd does not move processes back into
@@ -143,10 +154,12 @@ check session-scope "writer in $(cgroup_of "$WRITER"), innocent in $(cgroup_of "
     eval 'in_unit "$WRITER" fake-session.scope && in_unit "$INNOCENT" fake-session.scope'
 # Only now: ioshield restricts a writer within ~50 ms of its first write (the kernel's burst
 # report), so the placement above is checked before it writes.
+GO=$(now)
 touch "$CTL/write"
 
 wait_for 120 journal_has "$T2" "^restrict pid"
 RESTRICT=$(journal_since "$T2" | grep -m1 "^restrict pid")
+latency shared-scope "$GO" "$WRITER"
 log "journal: ${RESTRICT:-no restrict line}"
 check restrict-logged "no 'restrict pid' in the journal within 120 s" test -n "$RESTRICT"
 check restrict-chose-writer "expected pid $WRITER: $RESTRICT" \
@@ -237,8 +250,10 @@ snapshot "restricted again"
 # A package upgrade restarts the daemon while the writer keeps writing: restricted again (the
 # writer now sits alone in the earlier instance's scope, so that scope is limited in place).
 T5=$(date +%s)
+GO=$(now)
 systemctl restart ioshield
 wait_for 120 journal_has "$T5" "^restrict pid $WRITER "
+latency restart "$GO" "$WRITER" "systemctl restart ioshield (loading the BPF programs included)"
 check restart-restricts-again "no 'restrict pid $WRITER' within 120 s of a restart: $(journal_since "$T5" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
     journal_has "$T5" "^restrict pid $WRITER "
 systemctl stop ioshield
@@ -257,6 +272,7 @@ systemctl stop fake-session.scope 2>/dev/null
 check session-stop-ends-writer "writer $WRITER still runs after the session stopped, in $(cgroup_of "$WRITER")" \
     wait_for 15 eval '! kill -0 "$WRITER" 2>/dev/null'
 touch "$CTL/quit"
+rm -f "$DATA/big"
 
 # --- a service whose main process writes: limited in place, nothing moves -------------------
 T6=$(date +%s)
@@ -284,8 +300,10 @@ log "nightly-backup.service main pid ${BACKUP:-?}"
 # Read before it writes: the restriction follows its first write within ~50 ms.
 BEFORE_W=$(prop nightly-backup.service IOWriteBandwidthMax)
 BEFORE_M=$(prop nightly-backup.service MemoryHigh)
+GO=$(now)
 touch "$CTL/backup-write"
 wait_for 120 journal_has "$T7" "^restrict pid $BACKUP "
+latency service-main-process "$GO" "$BACKUP"
 BRESTRICT=$(journal_since "$T7" | grep -m1 "^restrict pid $BACKUP ")
 log "journal: ${BRESTRICT:-no restrict line}"
 check service-restricted "no 'restrict pid $BACKUP' within 120 s: $(journal_since "$T7" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
@@ -308,6 +326,142 @@ check service-limits-restored "IOWriteBandwidthMax '$BEFORE_W' -> '$AFTER_W', Me
 systemctl stop nightly-backup.service
 check service-stop-ends-writer "pid $BACKUP still runs after systemctl stop" \
     wait_for 15 eval '! kill -0 "$BACKUP" 2>/dev/null'
+
+# --- a confined service's child writes next to an innocent: split off, confinement kept -------
+# The writer tries to connect to a local listener whenever a probe file appears, and writes the
+# outcome next to it: IPAddressDeny=any must hold before, while and after it is restricted.
+cat > "$CTL/netwriter.pl" <<'PERL'
+use IO::Socket::INET;
+my ($file, $ctl, $port) = @ARGV;
+open(my $f, ">", $file) or die "$file: $!";
+my $buf = "\0" x (1 << 20);
+my $written = 0;
+while (1) {
+    for my $probe (glob("$ctl/net-probe-*")) {
+        next if $probe =~ /\.result/;
+        my $s = IO::Socket::INET->new(PeerAddr => "127.0.0.1:$port", Timeout => 3);
+        open(my $r, ">", "$probe.result.tmp") or die;
+        print $r ($s ? "connected" : "refused: $!");
+        close $r;
+        rename("$probe.result.tmp", "$probe.result");
+        unlink $probe;
+    }
+    if (-e "$ctl/net-write") {
+        syswrite($f, $buf) or die "write: $!";
+        if (($written += 1 << 20) >= 1 << 30) { seek($f, 0, 0); $written = 0; }
+    } else {
+        select(undef, undef, undef, 0.2);
+    }
+}
+PERL
+PORT=7070
+perl -MIO::Socket::INET -e 'my $s = IO::Socket::INET->new(Listen => 16, LocalAddr => "127.0.0.1:'"$PORT"'", ReuseAddr => 1) or die "listen: $!"; while (my $c = $s->accept) { close $c }' &
+LISTENER=$!
+# net_probe NAME: has the writer connect once; prints "connected" or "refused: ...".
+net_probe() {
+    rm -f "$CTL/net-probe-$1.result"
+    touch "$CTL/net-probe-$1"
+    wait_for 15 test -e "$CTL/net-probe-$1.result"
+    cat "$CTL/net-probe-$1.result" 2>/dev/null || echo "no answer"
+}
+sleep 1
+# Without the check below a "refused" would prove nothing: the listener answers the unconfined.
+check net-listener "an unconfined process cannot connect to 127.0.0.1:$PORT" \
+    perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => "127.0.0.1:'"$PORT"'", Timeout => 3) or exit 1'
+T11=$(date +%s)
+systemd-run --unit=net-confined --property=IPAddressDeny=any \
+    bash -c 'sh -c "while :; do date >> $1/confined-innocent.log; sleep 0.5; done" &
+             echo $! > "$2/net-innocent.pid"
+             perl "$2/netwriter.pl" "$1/netwriter" "$2" '"$PORT"' &
+             echo $! > "$2/netwriter.pid"
+             wait' net-confined "$DATA" "$CTL" > /dev/null 2>&1
+wait_for 20 test -s "$CTL/netwriter.pid" -a -s "$CTL/net-innocent.pid"
+NETW=$(cat "$CTL/netwriter.pid" 2>/dev/null)
+NETI=$(cat "$CTL/net-innocent.pid" 2>/dev/null)
+log "net-confined.service: writer ${NETW:-?}, innocent ${NETI:-?}"
+BEFORE=$(net_probe before)
+check net-denied-before "the writer's connect before any restriction: $BEFORE" \
+    eval 'echo "$BEFORE" | grep -q "^refused"'
+GO=$(now)
+touch "$CTL/net-write"
+wait_for 120 journal_has "$T11" "^restrict pid ${NETW:-none} "
+latency confined-service-child "$GO" "${NETW:-none}"
+NRESTRICT=$(journal_since "$T11" | grep -m1 "^restrict pid ${NETW:-none} ")
+log "journal: ${NRESTRICT:-no restrict line}"
+check net-restricted "no 'restrict pid ${NETW:-?}' within 120 s: $(journal_since "$T11" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
+    test -n "$NRESTRICT"
+wait_for 10 limited_scope_of "$NETW" > /dev/null
+NSCOPE=$(limited_scope_of "$NETW")
+check net-split "writer's cgroup is $(cgroup_of "$NETW"), innocent's $(cgroup_of "$NETI")" \
+    eval 'test -n "$NSCOPE" && in_unit "$NETI" net-confined.service'
+check net-scope-copies-deny "IPAddressDeny of ${NSCOPE:-no scope}: '$(prop "${NSCOPE:-none}" IPAddressDeny)'" \
+    test -n "$(prop "${NSCOPE:-none}" IPAddressDeny)"
+WHILE=$(net_probe restricted)
+check net-denied-restricted "the writer's connect while restricted: $WHILE" \
+    eval 'echo "$WHILE" | grep -q "^refused"'
+rm -f "$CTL/net-write"
+T12=$(date +%s)
+wait_for 120 journal_has "$T12" "^release pid ${NETW:-none} "
+check net-released "no 'release pid ${NETW:-?}' within 120 s" journal_has "$T12" "^release pid ${NETW:-none} "
+AFTER=$(net_probe released)
+check net-denied-released "the writer's connect after release: $AFTER" \
+    eval 'echo "$AFTER" | grep -q "^refused"'
+systemctl stop net-confined.service
+check net-stop-ends-writer "pid ${NETW:-?} still runs after systemctl stop net-confined" \
+    wait_for 15 eval '! kill -0 "$NETW" 2>/dev/null'
+kill "$LISTENER" 2>/dev/null
+rm -f "$DATA/netwriter"
+
+# --- a Delegate=yes unit (a container engine's): nothing written inside it --------------------
+# The writer runs in a sub-cgroup the unit made itself, as a container engine's payload does:
+# that subtree belongs to the unit, so ioshield may only use ioprio, and says so.
+T13=$(date +%s)
+cat > "$CTL/box.sh" <<'EOF'
+# $1: data directory, $2: control directory. Traced into the results: how the payload was made.
+exec 2> "$RESULTS/box.log"
+set -x
+cg=/sys/fs/cgroup$(sed -n 's/^0:://p' /proc/self/cgroup)
+mkdir "$cg/payload" || exit 1
+echo $$ > "$cg/payload/cgroup.procs" || exit 1
+echo $$ > "$2/box.pid"
+exec perl "$2/backup.pl" "$1/box" "$2"
+EOF
+systemd-run --unit=box --property=Delegate=yes --setenv=RESULTS="$RESULTS" \
+    bash "$CTL/box.sh" "$DATA" "$CTL" > "$RESULTS/box-run.log" 2>&1
+wait_for 20 test -s "$CTL/box.pid"
+BOXW=$(cat "$CTL/box.pid" 2>/dev/null)
+if [ -z "$BOXW" ]; then
+    systemctl status box.service --no-pager >> "$RESULTS/box-run.log" 2>&1
+    journalctl -u box.service --no-pager >> "$RESULTS/box-run.log" 2>&1
+    log "box.service did not start its payload: $(tail -n 5 "$RESULTS/box-run.log" "$RESULTS/box.log" 2>&1 | tr '\n' ' ')"
+    BOXW=none
+fi
+BOXCG=/sys/fs/cgroup/system.slice/box.service
+log "box.service (Delegate=yes): writer ${BOXW:-?} in $(cgroup_of "${BOXW:-0}")"
+# The same writer as the backup service's: it writes while backup-write exists.
+GO=$(now)
+touch "$CTL/backup-write"
+[ "$BOXW" = none ] || wait_for 120 journal_has "$T13" "^restrict pid $BOXW "
+latency delegated-unit "$GO" "${BOXW:-none}"
+DRESTRICT=$(journal_since "$T13" | grep -m1 "^restrict pid ${BOXW:-none} ")
+log "journal: ${DRESTRICT:-no restrict line}"
+check delegated-restricted "no 'restrict pid ${BOXW:-?}' within 120 s: $(journal_since "$T13" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
+    test -n "$DRESTRICT"
+check delegated-says-why "the decision does not name the delegated subtree: $DRESTRICT" \
+    eval 'echo "$DRESTRICT" | grep -q "delegated subtree of box.service"'
+check delegated-ioprio "ionice -p ${BOXW:-?}: $(ionice -p "${BOXW:-0}" 2>&1)" \
+    eval 'ionice -p "$BOXW" | grep -q "^idle"'
+check delegated-not-moved "writer's cgroup is $(cgroup_of "${BOXW:-0}")" \
+    eval 'test "$(cgroup_of "$BOXW")" = /system.slice/box.service/payload'
+check delegated-untouched "io.max in box.service: $(cat "$BOXCG/io.max" "$BOXCG/payload/io.max" 2>&1 | tr '\n' ' '), IOWriteBandwidthMax='$(prop box.service IOWriteBandwidthMax)'" \
+    eval '! grep -qE "[rw](bps|iops)=[0-9]" "$BOXCG/io.max" "$BOXCG/payload/io.max" 2>/dev/null && no_write_limit box.service'
+rm -f "$CTL/backup-write"
+T14=$(date +%s)
+[ "$BOXW" = none ] || wait_for 120 journal_has "$T14" "^release pid $BOXW "
+check delegated-released "no 'release pid ${BOXW:-?}' within 120 s, ionice: $(ionice -p "${BOXW:-0}" 2>&1)" \
+    eval 'journal_has "$T14" "^release pid $BOXW " && ! ionice -p "$BOXW" | grep -q "^idle"'
+systemctl stop box.service
+rm -f "$DATA/box"
 
 # --- a user's own unit: limited through that user's systemd, inside user@UID.service --------
 # A lingering user's manager (no login needed); its units live in user@UID.service, which only
@@ -335,8 +489,10 @@ UPID=$(uprop user-backup.service MainPID)
 log "user-backup.service (user $UUID_) main pid ${UPID:-?}: $(cat "$RESULTS/user-run.log")"
 UBEFORE_W=$(uprop user-backup.service IOWriteBandwidthMax)
 UBEFORE_M=$(uprop user-backup.service MemoryHigh)
+GO=$(now)
 touch "$UCTL/backup-write"
 wait_for 120 journal_has "$T9" "^restrict pid ${UPID:-none} "
+latency user-unit "$GO" "${UPID:-none}"
 URESTRICT=$(journal_since "$T9" | grep -m1 "^restrict pid ${UPID:-none} ")
 log "journal: ${URESTRICT:-no restrict line}"
 check user-unit-restricted "no 'restrict pid ${UPID:-?}' within 120 s: $(journal_since "$T9" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
@@ -358,7 +514,95 @@ UAFTER_M=$(uprop user-backup.service MemoryHigh)
 check user-unit-limits-restored "IOWriteBandwidthMax '$UBEFORE_W' -> '$UAFTER_W', MemoryHigh '$UBEFORE_M' -> '$UAFTER_M'" \
     eval 'test "$UAFTER_W" = "$UBEFORE_W" -a "$UAFTER_M" = "$UBEFORE_M"'
 usys systemctl --user stop user-backup.service
+
+# --- a real login session: a dd from its shell is split off, ending the session ends it -------
+# runuser -l goes through PAM with pam_systemd: logind makes session-N.scope (a unit of PID 1's
+# in user-UID.slice) holding runuser, the login shell, an innocent loop and the dd.
+cat > "$UCTL/login.sh" <<'EOF'
+sh -c 'while :; do date >> "$1/innocent.log"; sleep 0.5; done' innocent "$1" &
+echo $! > "$2/login-innocent.pid"
+# dd only once the test says so, so that where it lives is checked before it writes.
+(while [ ! -e "$2/dd-go" ]; do sleep 0.2; done; exec dd if=/dev/zero of="$1/dd" bs=1M count=1500 2> /dev/null) &
+echo $! > "$2/dd.pid"
+wait
+EOF
+chmod 644 "$UCTL/login.sh"
+rm -f "$UCTL/dd-go" "$UCTL/dd.pid" "$UCTL/login-innocent.pid"
+chmod 777 "$UCTL"
+T15=$(date +%s)
+runuser -l e2euser -c "bash $UCTL/login.sh $DATA/e2euser $UCTL" > "$RESULTS/login.log" 2>&1 &
+wait_for 20 test -s "$UCTL/dd.pid" -a -s "$UCTL/login-innocent.pid"
+DD=$(cat "$UCTL/dd.pid" 2>/dev/null)
+LINNOCENT=$(cat "$UCTL/login-innocent.pid" 2>/dev/null)
+# logind numbers sessions with a seat or tty, others are c1, c2, ...
+SESSION=$(cgroup_of "${DD:-0}" | grep -o 'session-[^/]*\.scope$')
+log "login session ${SESSION:-?}: dd ${DD:-?}, innocent ${LINNOCENT:-?}: $(loginctl list-sessions --no-legend 2>&1 | tr '\n' ' ')"
+check login-session "dd's cgroup is $(cgroup_of "${DD:-0}"), not a logind session scope" \
+    eval 'cgroup_of "$DD" | grep -q "^/user.slice/user-$UUID_.slice/session-[^/]*\.scope$"'
+GO=$(now)
+touch "$UCTL/dd-go"
+wait_for 120 journal_has "$T15" "^restrict pid ${DD:-none} "
+latency login-session-dd "$GO" "${DD:-none}"
+LRESTRICT=$(journal_since "$T15" | grep -m1 "^restrict pid ${DD:-none} ")
+log "journal: ${LRESTRICT:-no restrict line}"
+check login-restricted "no 'restrict pid ${DD:-?}' within 120 s: $(journal_since "$T15" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
+    test -n "$LRESTRICT"
+wait_for 10 limited_scope_of "$DD" > /dev/null
+LSCOPE=$(limited_scope_of "$DD")
+check login-split-in-user-slice "dd's cgroup is $(cgroup_of "${DD:-0}")" \
+    eval 'cgroup_of "$DD" | grep -q "^/user.slice/user-$UUID_.slice/ioshield-[0-9]*-r.*\.scope$"'
+check login-scope-bound "BindsTo of ${LSCOPE:-no scope}: $(prop "${LSCOPE:-none}" BindsTo)" \
+    eval 'prop "$LSCOPE" BindsTo | grep -qw "$SESSION"'
+check login-scope-limited "IOWriteBandwidthMax of ${LSCOPE:-no scope}: $(prop "${LSCOPE:-none}" IOWriteBandwidthMax)" \
+    eval 'prop "$LSCOPE" IOWriteBandwidthMax | grep -q "^$DATA_DEV [0-9]"'
+check login-innocent-stays "innocent's cgroup is $(cgroup_of "${LINNOCENT:-0}")" in_unit "${LINNOCENT:-0}" "${SESSION:-none}"
+SID=${SESSION#session-}
+SID=${SID%.scope}
+loginctl terminate-session "$SID"
+check login-end-ends-dd "dd ${DD:-?} still runs after loginctl terminate-session $SID, in $(cgroup_of "${DD:-0}")" \
+    wait_for 20 eval '! kill -0 "$DD" 2>/dev/null'
+check login-end-ends-innocent "the session's innocent loop survived terminate-session" \
+    wait_for 20 eval '! kill -0 "$LINNOCENT" 2>/dev/null'
 loginctl disable-linger e2euser
+
+# --- the system bus restarts, then the daemon is killed: the limits still come off -----------
+# Last, because restarting dbus disturbs logind. A service whose main process writes is limited
+# in place; the daemon's bus connection dies with dbus and must be remade for the lift. Then it
+# is restricted again and the daemon is killed with SIGKILL: systemd restarts it
+# (Restart=on-failure) and the new instance undoes what its journal says the dead one changed.
+T16=$(date +%s)
+systemd-run --unit=late-backup perl "$CTL/backup.pl" "$DATA/late" "$CTL" > /dev/null 2>&1
+LATE=$(prop late-backup.service MainPID)
+LBEFORE="$(prop late-backup.service IOWriteBandwidthMax)|$(prop late-backup.service MemoryHigh)"
+late_limits() { echo "$(prop late-backup.service IOWriteBandwidthMax)|$(prop late-backup.service MemoryHigh)"; }
+touch "$CTL/backup-write"
+wait_for 120 journal_has "$T16" "^restrict pid ${LATE:-none} "
+check bus-restart-restricted "no 'restrict pid ${LATE:-?}' within 120 s" journal_has "$T16" "^restrict pid ${LATE:-none} "
+systemctl restart dbus
+check bus-restarted "dbus is $(systemctl is-active dbus)" wait_for 30 eval 'test "$(systemctl is-active dbus)" = active'
+rm -f "$CTL/backup-write"
+T17=$(date +%s)
+wait_for 120 journal_has "$T17" "^release pid ${LATE:-none} "
+check bus-restart-lifted "limits '$LBEFORE' -> '$(late_limits)' after release (journal: $(journal_since "$T17" | grep -iE 'release|undo|fail|bus' | head -n 3 | tr '\n' ' '))" \
+    wait_for 10 eval 'test "$(late_limits)" = "$LBEFORE"'
+T18=$(date +%s)
+touch "$CTL/backup-write"
+wait_for 120 journal_has "$T18" "^restrict pid ${LATE:-none} "
+check bus-restart-restricts-again "no 'restrict pid ${LATE:-?}' within 120 s after the bus restarted: $(journal_since "$T18" | grep -E 'restrict|cannot|fail' | head -n 3 | tr '\n' ' ')" \
+    journal_has "$T18" "^restrict pid ${LATE:-none} "
+wait_for 10 eval 'test "$(late_limits)" != "$LBEFORE"'
+LDURING=$(late_limits)
+rm -f "$CTL/backup-write"
+KILLED=$(prop ioshield MainPID)
+T19=$(date +%s)
+kill -9 "$KILLED"
+wait_for 120 journal_has "$T19" "restored what a previous instance left"
+check crash-recovered "after kill -9 of pid $KILLED: $(systemctl is-active ioshield), journal: $(journal_since "$T19" | grep -m1 'restored what' )" \
+    journal_has "$T19" "restored what a previous instance left: [1-9]"
+check crash-undone "limits '$LBEFORE' -> '$LDURING' -> '$(late_limits)' after the daemon was killed and restarted" \
+    wait_for 10 eval 'test "$(late_limits)" = "$LBEFORE"'
+systemctl stop late-backup.service
+rm -f "$DATA/late"
 
 # --- remove, then purge --------------------------------------------------------------------
 systemctl start ioshield # remove must stop a running service
@@ -379,6 +623,9 @@ check remove-unit "unit file left: $(ls /lib/systemd/system/ioshield.service /us
     eval '! ls /lib/systemd/system/ioshield.service /usr/lib/systemd/system/ioshield.service > /dev/null 2>&1'
 check remove-keeps-conffile "/etc/ioshield/ioshield.toml is gone after remove (conffiles stay until purge)" \
     test -e /etc/ioshield/ioshield.toml
+# The measured disk speeds stay until purge (a reinstall starts right).
+check remove-keeps-state "/var/lib/ioshield after remove: $(ls /var/lib/ioshield 2>&1 | tr '\n' ' ')" \
+    test -e /var/lib/ioshield/disks.json
 check remove-status "dpkg status: $(dpkg-query -W -f='${Status}' ioshield 2>&1)" \
     test "$(dpkg-query -W -f='${Status}' ioshield 2>/dev/null)" = "deinstall ok config-files"
 if dpkg --purge ioshield > "$RESULTS/dpkg-purge.log" 2>&1; then
@@ -387,7 +634,7 @@ else
     fail purge "dpkg --purge exited $?: $(tail -n 5 "$RESULTS/dpkg-purge.log" | tr '\n' ' ')"
 fi
 cat "$RESULTS/dpkg-purge.log"
-LEFT=$(find /etc/ioshield /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled \
+LEFT=$(find /etc/ioshield /var/lib/ioshield /etc/systemd/system /var/lib/systemd/deb-systemd-helper-enabled \
     /var/lib/systemd/deb-systemd-helper-masked -name 'ioshield*' ! -name 'ioshield-e2e*' 2>/dev/null)
 check purge-clean "left after purge: $LEFT" test -z "$LEFT"
 check purge-status "dpkg still knows it: $(dpkg-query -W -f='${Status}' ioshield 2>&1)" \
