@@ -124,9 +124,11 @@ check systemd-backend "the daemon did not choose systemd for the cgroup action: 
 # --- a writer and an innocent loop share one scope, like a login session ---------------------
 cat > "$CTL/session.sh" <<'EOF'
 # Innocent: small appends twice a second. Writer: 1 MiB buffered writes while $CTL/write exists,
-# idle (but alive) otherwise, gone once $CTL/quit exists.
+# idle (but alive) otherwise, gone once $CTL/quit exists. The writer leads a session of its own
+# (setsid, as a service's main process does): that must not hide it. Without job control the
+# background job is no group leader, so setsid execs in place and $! is the writer.
 sh -c 'echo $$ > "$CTL/innocent.pid"; while :; do date >> "$DATA/innocent.log"; sleep 0.5; done' &
-perl -e '
+setsid perl -e '
     my ($file, $ctl) = @ARGV;
     open(my $f, ">", $file) or die "$file: $!";
     my $buf = "\0" x (1 << 20);
@@ -152,6 +154,8 @@ INNOCENT=$(cat "$CTL/innocent.pid" 2>/dev/null)
 log "writer pid ${WRITER:-?}, innocent pid ${INNOCENT:-?}"
 check session-scope "writer in $(cgroup_of "$WRITER"), innocent in $(cgroup_of "$INNOCENT")" \
     eval 'in_unit "$WRITER" fake-session.scope && in_unit "$INNOCENT" fake-session.scope'
+check writer-leads-its-session "writer $WRITER is in session $(ps -o sid= -p "${WRITER:-0}" | tr -d ' ')" \
+    test "$(ps -o sid= -p "${WRITER:-0}" | tr -d ' ')" = "$WRITER"
 # Only now: ioshield restricts a writer within ~50 ms of its first write (the kernel's burst
 # report), so the placement above is checked before it writes.
 GO=$(now)
