@@ -52,7 +52,7 @@ fn main() -> ExitCode {
             Command::Daemon(a) => daemon::run(a.config).await,
             Command::CheckConfig(a) => check_config(a.file.as_deref()),
             Command::Status(a) => status(a),
-            Command::Doctor => doctor::run(),
+            Command::Doctor => doctor::run().await,
             Command::Explain(a) => explain::run(a.pid, &socket_for(a.socket)),
             Command::GenerateAssets { dir } => assets::generate(&dir),
         }

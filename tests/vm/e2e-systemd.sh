@@ -195,12 +195,23 @@ wait_for 45 scope_writes
 # The limit follows the disk's measured speed (the daemon may retune it once the disk has been
 # saturated): judge the rate against the highest limit in force during the window.
 limit_bps() { prop "$SCOPE" IOWriteBandwidthMax | awk '{print $2}' | grep -E '^[0-9]+$' || echo 0; }
-L0=$(limit_bps)
-S0=$(wbytes "${SCG#/}"); F0=$(wbytes system.slice/fake-session.scope); C0=$(wchar)
-sleep 10
-S1=$(wbytes "${SCG#/}"); F1=$(wbytes system.slice/fake-session.scope); C1=$(wchar)
-L1=$(limit_bps)
-LIMIT_BPS=$(( L0 > L1 ? L0 : L1 ))
+# While the disk is unmeasured the daemon lifts the write limit for a few seconds to let it show
+# its speed ("no write limit until it is", seen on 6.1): a window that saw no limit is measured
+# again, up to three times.
+for try in 1 2 3; do
+    LIMIT_BPS=$(limit_bps)
+    ALWAYS_LIMITED=$([ "$LIMIT_BPS" -gt 0 ] && echo yes || echo no)
+    S0=$(wbytes "${SCG#/}"); F0=$(wbytes system.slice/fake-session.scope); C0=$(wchar)
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        sleep 1
+        L=$(limit_bps)
+        [ "$L" -gt 0 ] || ALWAYS_LIMITED=no
+        [ "$L" -gt "$LIMIT_BPS" ] && LIMIT_BPS=$L
+    done
+    S1=$(wbytes "${SCG#/}"); F1=$(wbytes system.slice/fake-session.scope); C1=$(wchar)
+    [ "$ALWAYS_LIMITED" = yes ] && break
+    log "window $try saw no write limit for a while (the daemon measuring the disk): again"
+done
 RATE=$(( (${S1:-0} - ${S0:-0}) / 10 ))
 RATES="$SCOPE wrote $RATE B/s, fake-session.scope $(( (${F1:-0} - ${F0:-0}) / 10 )) B/s, writer wchar $(( (${C1:-0} - ${C0:-0}) / 10 )) B/s"
 log "while limited: $RATES"

@@ -115,7 +115,7 @@ impl Actuator {
     }
 
     /// Undoes what a previous instance left in the journal (it crashed or was killed).
-    pub fn recover(&mut self, leftovers: Vec<Change>) -> UndoReport {
+    pub async fn recover(&mut self, leftovers: Vec<Change>) -> UndoReport {
         // ioshield never demotes kernel threads; an entry naming one is not ours.
         let (kernel, leftovers): (Vec<Change>, Vec<Change>) =
             leftovers.into_iter().partition(|c| match c {
@@ -130,13 +130,18 @@ impl Actuator {
         if let Err(e) = self.journal.forget(|c| kernel.contains(c)) {
             tracing::warn!("updating the state file: {e:#}");
         }
-        let mut report = self.undo(&leftovers);
+        let mut report = self.undo(&leftovers).await;
         self.settle(&leftovers, &mut report);
         report
     }
 
     /// Restricts the subtree `members` (root first). Returns the restriction's id.
-    pub fn restrict(&mut self, root: u32, members: &[u32], method: &Method) -> Result<Restricted> {
+    pub async fn restrict(
+        &mut self,
+        root: u32,
+        members: &[u32],
+        method: &Method,
+    ) -> Result<Restricted> {
         let id = self.next_id;
         self.next_id += 1;
         let mut active = Active {
@@ -164,7 +169,10 @@ impl Actuator {
                 }
                 active.cgroup = Some(cg);
             }
-            Method::SystemdScope(limits) => match self.restrict_unit(id, root, members, limits)? {
+            Method::SystemdScope(limits) => match self
+                .restrict_unit(id, root, members, limits)
+                .await?
+            {
                 units::Done::Unit(unit, manager, cgroup, what) => {
                     active.unit = Some(unit);
                     active.manager = manager;
@@ -220,7 +228,7 @@ impl Actuator {
         }
     }
 
-    pub fn release(&mut self, id: u64) -> UndoReport {
+    pub async fn release(&mut self, id: u64) -> UndoReport {
         let Some(active) = self.active.remove(&id) else {
             return UndoReport::default();
         };
@@ -257,22 +265,22 @@ impl Actuator {
             .filter(|c| c.restriction() == Some(id))
             .cloned()
             .collect();
-        report.merge(self.undo(&changes));
+        report.merge(self.undo(&changes).await);
         self.settle(&changes, &mut report);
         report
     }
 
     /// Undoes everything, shared set-up included: on exit.
-    pub fn release_all(&mut self) -> UndoReport {
+    pub async fn release_all(&mut self) -> UndoReport {
         let ids: Vec<u64> = self.active.keys().copied().collect();
         let mut report = UndoReport::default();
         for id in ids {
-            report.merge(self.release(id));
+            report.merge(self.release(id).await);
         }
         // The shared set-up, and undos that failed before: one more try each. What still fails
         // stays in the state file for the next start.
         let rest: Vec<Change> = self.journal.changes().to_vec();
-        let mut last = self.undo(&rest);
+        let mut last = self.undo(&rest).await;
         self.settle(&rest, &mut last);
         report.merge(last);
         report
@@ -282,7 +290,7 @@ impl Actuator {
     /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
     /// lifting the scope's limits undoes, so there is nothing new to journal. Returns whether
     /// anything was changed.
-    pub fn retune(&mut self, id: u64, method: &Method) -> Result<bool> {
+    pub async fn retune(&mut self, id: u64, method: &Method) -> Result<bool> {
         let Some(active) = self.active.get_mut(&id) else {
             return Ok(false);
         };
@@ -311,7 +319,9 @@ impl Actuator {
                 } else {
                     l.wbps
                 };
-                systemd.set_limits(active.manager, unit, &l.device, wbps, l.memory_high)?;
+                systemd
+                    .set_limits(active.manager, unit, &l.device, wbps, l.memory_high)
+                    .await?;
             }
             // A different kind of action (the configuration changed): kept until release.
             _ => return Ok(false),

@@ -42,7 +42,7 @@ impl Actuator {
     }
 
     /// Tries failed undos again whose back-off has passed. Returns what this attempt did.
-    pub fn retry_pending(&mut self) -> UndoReport {
+    pub async fn retry_pending(&mut self) -> UndoReport {
         let now = Instant::now();
         let due: Vec<Change> = self
             .pending
@@ -52,7 +52,7 @@ impl Actuator {
             .collect();
         let mut total = UndoReport::default();
         for change in due {
-            let mut report = self.undo(std::slice::from_ref(&change));
+            let mut report = self.undo(std::slice::from_ref(&change)).await;
             if report.failed.is_empty() {
                 self.pending.retain(|p| p.change != change);
                 if let Err(e) = self.journal.forget(|c| *c == change) {

@@ -5,7 +5,7 @@
 //! processes, limits lifted, until they exit; it is bound to the unit it was split from.
 use anyhow::{Context as _, Result};
 use zbus::{
-    blocking::Connection,
+    Connection,
     zvariant::{OwnedObjectPath, Value},
 };
 
@@ -21,8 +21,7 @@ const INFINITY: u64 = u64::MAX;
     interface = "org.freedesktop.systemd1.Manager",
     default_service = "org.freedesktop.systemd1",
     default_path = "/org/freedesktop/systemd1",
-    gen_async = false,
-    blocking_name = "ManagerProxyBlocking"
+    gen_blocking = false
 )]
 trait Manager {
     fn start_transient_unit(
@@ -69,7 +68,8 @@ const CONFINEMENT: [&str; 7] = [
 ];
 
 /// Every call to systemd gives up after this: a hung PID 1 must not stop the daemon's ticks or
-/// its SIGTERM handling for long.
+/// its SIGTERM handling for long. Calls are awaited on the daemon's tokio runtime (zbus's tokio
+/// integration), so the status socket and the metrics endpoint keep answering meanwhile.
 const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The managers ioshield talks to: PID 1 (`None`) and users' own managers (`Some(uid)`).
@@ -113,25 +113,44 @@ fn user_bridge_address(uid: u32) -> String {
     address
 }
 
-fn connect(manager: Manager) -> Result<Connection> {
-    match manager {
-        None => Ok(zbus::blocking::connection::Builder::system()?
-            .method_timeout(CALL_TIMEOUT)
-            .build()?),
-        Some(uid) => {
-            if !cgroups::user_manager_running(uid) {
-                anyhow::bail!("user {uid} has no systemd running (logged out?)");
-            }
-            Ok(
-                zbus::blocking::connection::Builder::address(user_bridge_address(uid).as_str())?
-                    .method_timeout(CALL_TIMEOUT)
-                    .build()
+async fn connect(manager: Manager) -> Result<Connection> {
+    let build = async {
+        match manager {
+            None => Ok(zbus::connection::Builder::system()?
+                .method_timeout(CALL_TIMEOUT)
+                .build()
+                .await?),
+            Some(uid) => {
+                if !cgroups::user_manager_running(uid) {
+                    anyhow::bail!("user {uid} has no systemd running (logged out?)");
+                }
+                connect_address(&user_bridge_address(uid))
+                    .await
                     .with_context(|| {
                         format!("talking to user {uid}'s systemd through systemd-stdio-bridge")
-                    })?,
-            )
+                    })
+            }
         }
-    }
+    };
+    within_call_timeout(build).await
+}
+
+async fn connect_address(address: &str) -> Result<Connection> {
+    within_call_timeout(async {
+        Ok(zbus::connection::Builder::address(address)?
+            .method_timeout(CALL_TIMEOUT)
+            .build()
+            .await?)
+    })
+    .await
+}
+
+/// The handshake has no method timeout of its own: a peer that accepts and then says nothing
+/// (a hung bus) would hold the connect forever.
+async fn within_call_timeout<T>(f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    tokio::time::timeout(CALL_TIMEOUT, f)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer within {CALL_TIMEOUT:?}"))?
 }
 
 /// How a manager is named in messages.
@@ -142,7 +161,7 @@ pub fn manager_name(manager: Manager) -> String {
 impl Systemd {
     /// Connects when systemd runs this host with the unified cgroup hierarchy (where its IO*
     /// properties map to the io controller that throttles writeback), or says why not.
-    pub fn detect() -> Result<Systemd, String> {
+    pub async fn detect() -> Result<Systemd, String> {
         if !host::systemd_booted() {
             return Err("systemd is not running this host".into());
         }
@@ -155,19 +174,24 @@ impl Systemd {
                     .into(),
             );
         }
-        let conn = connect(None).map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
+        let conn = connect(None).await.map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
         Ok(Systemd {
             conns: std::sync::Mutex::new([(None, conn)].into_iter().collect()),
         })
     }
 
-    fn connection(&self, m: Manager) -> Result<Connection> {
-        let mut conns = self.conns.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = conns.get(&m) {
+    async fn connection(&self, m: Manager) -> Result<Connection> {
+        // Not held across the connect: the lock is a plain mutex.
+        if let Some(c) = self.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&m) {
             return Ok(c.clone());
         }
-        let c = connect(m).with_context(|| format!("connecting to {}", manager_name(m)))?;
-        conns.insert(m, c.clone());
+        let c = connect(m)
+            .await
+            .with_context(|| format!("connecting to {}", manager_name(m)))?;
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(m, c.clone());
         Ok(c)
     }
 
@@ -182,13 +206,15 @@ impl Systemd {
         result
     }
 
-    fn manager(&self, m: Manager) -> Result<ManagerProxyBlocking<'static>> {
-        ManagerProxyBlocking::new(&self.connection(m)?).context("systemd manager proxy")
+    async fn manager(&self, m: Manager) -> Result<ManagerProxy<'static>> {
+        ManagerProxy::new(&self.connection(m).await?)
+            .await
+            .context("systemd manager proxy")
     }
 
     /// Moves `pids` into a new scope `unit` in `slice`, limited as given. The scope stops when
     /// `bound_to` stops (a session ending, a service stopped) and carries its confinement.
-    pub fn start_scope(
+    pub async fn start_scope(
         &self,
         m: Manager,
         unit: &str,
@@ -214,22 +240,26 @@ impl Systemd {
         if let Some(m) = limits.memory_high {
             props.push(("MemoryHigh", Value::from(m)));
         }
-        props.extend(self.confinement(m, bound_to)?);
-        let started = self.manager(m).and_then(|p| {
-            p.start_transient_unit(unit, "fail", &props, &[])
-                .with_context(|| format!("starting scope {unit}"))
-        });
+        props.extend(self.confinement(m, bound_to).await?);
+        let started = match self.manager(m).await {
+            Ok(p) => p
+                .start_transient_unit(unit, "fail", &props, &[])
+                .await
+                .with_context(|| format!("starting scope {unit}")),
+            Err(e) => Err(e),
+        };
         self.checked(m, started)?;
-        self.wait_active(m, unit)
+        self.wait_active(m, unit).await
     }
 
     /// `StartTransientUnit` returns once the job is queued; whether the scope started (and the
     /// processes moved) is known only when the unit is active, or failed.
-    fn wait_active(&self, m: Manager, unit: &str) -> Result<()> {
+    async fn wait_active(&self, m: Manager, unit: &str) -> Result<()> {
         let deadline = std::time::Instant::now() + JOB_TIMEOUT;
         loop {
             let state = self
                 .property_of(m, unit, "Unit", "ActiveState")
+                .await
                 .ok()
                 .and_then(|v| String::try_from(v).ok())
                 .unwrap_or_default();
@@ -239,13 +269,13 @@ impl Systemd {
                 _ if std::time::Instant::now() >= deadline => anyhow::bail!(
                     "systemd did not start {unit} within {JOB_TIMEOUT:?} (state {state:?})"
                 ),
-                _ => std::thread::sleep(std::time::Duration::from_millis(20)),
+                _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
             }
         }
     }
 
     /// A property of the unit's type-specific interface (`Service`, `Scope`, ...).
-    fn unit_property(
+    async fn unit_property(
         &self,
         m: Manager,
         unit: &str,
@@ -257,10 +287,10 @@ impl Systemd {
             .next()
             .map(|c| c.to_uppercase().chain(chars).collect())
             .unwrap_or_default();
-        self.property_of(m, unit, &kind, name)
+        self.property_of(m, unit, &kind, name).await
     }
 
-    fn property_of(
+    async fn property_of(
         &self,
         m: Manager,
         unit: &str,
@@ -268,25 +298,33 @@ impl Systemd {
         name: &str,
     ) -> Result<zbus::zvariant::OwnedValue> {
         let path = self
-            .manager(m)?
+            .manager(m)
+            .await?
             .get_unit(unit)
+            .await
             .with_context(|| format!("looking up {unit}"))?;
         let interface =
             zbus::names::InterfaceName::try_from(format!("org.freedesktop.systemd1.{kind}"))?;
-        let props = zbus::blocking::fdo::PropertiesProxy::builder(&self.connection(m)?)
+        let props = zbus::fdo::PropertiesProxy::builder(&self.connection(m).await?)
             .destination("org.freedesktop.systemd1")?
             .path(path)?
-            .build()?;
+            .build()
+            .await?;
         props
             .get(interface, name)
+            .await
             .with_context(|| format!("reading {name} of {unit}"))
     }
 
     /// The unit's confinement settings that differ from the defaults.
-    fn confinement(&self, m: Manager, unit: &str) -> Result<Vec<(&'static str, Value<'static>)>> {
+    async fn confinement(
+        &self,
+        m: Manager,
+        unit: &str,
+    ) -> Result<Vec<(&'static str, Value<'static>)>> {
         let mut out = Vec::new();
         for name in CONFINEMENT {
-            let value = self.unit_property(m, unit, name)?;
+            let value = self.unit_property(m, unit, name).await?;
             if !is_default(&value) {
                 out.push((name, Value::from(value)));
             }
@@ -294,11 +332,12 @@ impl Systemd {
         Ok(out)
     }
 
-    pub fn unit_limits(&self, m: Manager, unit: &str) -> Result<UnitLimits> {
-        let write_bandwidth_max =
-            Vec::<(String, u64)>::try_from(self.unit_property(m, unit, "IOWriteBandwidthMax")?)
-                .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
-        let memory_high = u64::try_from(self.unit_property(m, unit, "MemoryHigh")?)
+    pub async fn unit_limits(&self, m: Manager, unit: &str) -> Result<UnitLimits> {
+        let write_bandwidth_max = Vec::<(String, u64)>::try_from(
+            self.unit_property(m, unit, "IOWriteBandwidthMax").await?,
+        )
+        .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
+        let memory_high = u64::try_from(self.unit_property(m, unit, "MemoryHigh").await?)
             .with_context(|| format!("MemoryHigh of {unit}"))?;
         Ok(UnitLimits {
             write_bandwidth_max,
@@ -308,7 +347,12 @@ impl Systemd {
 
     /// Puts back `previous` exactly: an empty list first resets every write limit of the
     /// unit (ours included), then each entry it had is set again.
-    pub fn restore_unit_limits(&self, m: Manager, unit: &str, previous: &UnitLimits) -> Result<()> {
+    pub async fn restore_unit_limits(
+        &self,
+        m: Manager,
+        unit: &str,
+        previous: &UnitLimits,
+    ) -> Result<()> {
         let mut props: Vec<(&str, Value<'_>)> = vec![(
             "IOWriteBandwidthMax",
             Value::new(Vec::<(String, u64)>::new()),
@@ -320,15 +364,18 @@ impl Systemd {
             ));
         }
         props.push(("MemoryHigh", Value::from(previous.memory_high)));
-        let set = self.manager(m).and_then(|p| {
-            p.set_unit_properties(unit, true, &props)
-                .with_context(|| format!("restoring the limits of {unit}"))
-        });
+        let set = match self.manager(m).await {
+            Ok(p) => p
+                .set_unit_properties(unit, true, &props)
+                .await
+                .with_context(|| format!("restoring the limits of {unit}")),
+            Err(e) => Err(e),
+        };
         self.checked(m, set)
     }
 
     /// Sets the unit's write limit on `device` and its MemoryHigh (none: unlimited).
-    pub fn set_limits(
+    pub async fn set_limits(
         &self,
         m: Manager,
         unit: &str,
@@ -341,8 +388,10 @@ impl Systemd {
         // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
         // timed out). Never ask for less than the unit holds now: the offender's own
         // allocations then meet the limit, in its own context.
-        let memory_high =
-            memory_high.map(|high| high.max(self.memory_current(m, unit).unwrap_or(0)));
+        let memory_high = match memory_high {
+            Some(high) => Some(high.max(self.memory_current(m, unit).await.unwrap_or(0))),
+            None => None,
+        };
         let props = [
             (
                 "IOWriteBandwidthMax",
@@ -350,32 +399,49 @@ impl Systemd {
             ),
             ("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))),
         ];
-        let set = self.manager(m).and_then(|p| {
-            p.set_unit_properties(unit, true, &props)
-                .with_context(|| format!("setting the limits of {unit}"))
-        });
+        let set = match self.manager(m).await {
+            Ok(p) => p
+                .set_unit_properties(unit, true, &props)
+                .await
+                .with_context(|| format!("setting the limits of {unit}")),
+            Err(e) => Err(e),
+        };
         self.checked(m, set)
     }
 
     /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).
-    fn memory_current(&self, m: Manager, unit: &str) -> Option<u64> {
-        u64::try_from(self.unit_property(m, unit, "MemoryCurrent").ok()?).ok()
+    async fn memory_current(&self, m: Manager, unit: &str) -> Option<u64> {
+        u64::try_from(self.unit_property(m, unit, "MemoryCurrent").await.ok()?).ok()
     }
 
     /// systemd's version, e.g. `252.38-1~deb12u1`.
-    pub fn version(&self) -> Option<String> {
-        self.manager(None).ok()?.version().ok()
+    pub async fn version(&self) -> Option<String> {
+        self.manager(None).await.ok()?.version().await.ok()
     }
 
     /// Whether `unit` is known to systemd now (a scope is gone once its last process exited).
-    pub fn exists(&self, m: Manager, unit: &str) -> bool {
-        self.manager(m).is_ok_and(|p| p.get_unit(unit).is_ok())
+    /// Only systemd's own "no such unit" answer means no: a manager that cannot be asked (the
+    /// bus restarting) is an error, so that what it holds is not taken for gone.
+    pub async fn exists(&self, m: Manager, unit: &str) -> Result<bool> {
+        let asked = match self.manager(m).await {
+            Ok(p) => match p.get_unit(unit).await {
+                Ok(_) => Ok(true),
+                Err(zbus::Error::MethodError(name, _, _))
+                    if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
+                {
+                    Ok(false)
+                }
+                Err(e) => Err(anyhow::Error::new(e).context(format!("looking up {unit}"))),
+            },
+            Err(e) => Err(e),
+        };
+        self.checked(m, asked)
     }
 
     /// Connects to the manager now, so that one that cannot be reached (a user without a bus)
     /// is known before anything is recorded.
-    pub fn reach(&self, m: Manager) -> Result<()> {
-        self.connection(m).map(|_| ())
+    pub async fn reach(&self, m: Manager) -> Result<()> {
+        self.connection(m).await.map(|_| ())
     }
 
     /// Whether a user's manager is gone (the user logged out and nothing lingers): its units
@@ -385,8 +451,9 @@ impl Systemd {
     }
 
     /// Lifts the scope's limits; its processes stay in it until they exit.
-    pub fn lift(&self, m: Manager, unit: &str, device: &str) -> Result<()> {
+    pub async fn lift(&self, m: Manager, unit: &str, device: &str) -> Result<()> {
         self.set_limits(m, unit, device, INFINITY, None)
+            .await
             .with_context(|| format!("lifting the limits of {unit}"))
     }
 }
@@ -421,6 +488,42 @@ mod tests {
             "{a}"
         );
         assert_eq!(a.matches(',').count(), 10, "one comma per argument: {a}");
+    }
+
+    /// A bus that accepts and then never answers (a hung dbus-daemon or PID 1) costs one call
+    /// timeout, during which the daemon's runtime keeps running its other tasks (status socket,
+    /// metrics): nothing blocks the thread.
+    #[tokio::test]
+    async fn a_silent_bus_times_out_without_blocking_the_runtime() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bus");
+        let listener = tokio::net::UnixListener::bind(&path).expect("bind");
+        let _peer = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((stream, _)) = listener.accept().await {
+                held.push(stream);
+            }
+        });
+        let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let counter = ticks.clone();
+        let _ticker = tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        });
+        let started = std::time::Instant::now();
+        let result = connect_address(&format!("unix:path={}", path.display())).await;
+        let waited = started.elapsed();
+        let err = result.err().expect("a silent bus cannot be connected to");
+        assert!(format!("{err:#}").contains("no answer within"), "{err:#}");
+        assert!(
+            waited >= CALL_TIMEOUT && waited < CALL_TIMEOUT * 2,
+            "gave up after {waited:?}"
+        );
+        // 100 ticks of 50 ms in 5 s; a blocked thread would run none of them.
+        let ran = ticks.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(ran >= 50, "only {ran} ticks ran while connecting");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::{
 };
 
 impl Actuator {
-    pub(super) fn undo_scope(
+    pub(super) async fn undo_scope(
         &self,
         change: &Change,
         unit: &str,
@@ -37,12 +37,18 @@ impl Actuator {
             }
         }
         r.vanished += members.len() - alive.len();
-        if alive.is_empty() || !systemd.exists(user, unit) {
-            // systemd removed the scope with its last process (or never started it): nothing
-            // left to lift.
+        // The user logged out: their manager and its units are gone, limits too.
+        if alive.is_empty() || Systemd::manager_gone(user) {
             return;
         }
-        match systemd.lift(user, unit, device) {
+        match systemd.exists(user, unit).await {
+            // systemd removed the scope with its last process (or never started it): nothing
+            // left to lift.
+            Ok(false) => return,
+            Ok(true) => {}
+            Err(e) => return r.fail(change, format!("{e:#}")),
+        }
+        match systemd.lift(user, unit, device).await {
             Ok(()) => {
                 r.restored += alive.len();
                 tracing::info!(
@@ -56,7 +62,7 @@ impl Actuator {
 
     /// Undoes `changes` in dependency order: processes out of our cgroups, then the cgroups,
     /// then priorities, then the shared set-up.
-    pub(super) fn undo(&self, changes: &[Change]) -> UndoReport {
+    pub(super) async fn undo(&self, changes: &[Change]) -> UndoReport {
         let mut r = UndoReport::default();
         for c in changes {
             match c {
@@ -66,7 +72,10 @@ impl Actuator {
                     members,
                     user,
                     ..
-                } => self.undo_scope(c, unit, device, members, *user, &mut r),
+                } => {
+                    self.undo_scope(c, unit, device, members, *user, &mut r)
+                        .await
+                }
                 Change::UnitLimits {
                     unit,
                     previous,
@@ -75,7 +84,7 @@ impl Actuator {
                 } => match &self.systemd {
                     // The user logged out: their manager and its units are gone, limits too.
                     Some(_) if Systemd::manager_gone(*user) => r.vanished += 1,
-                    Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous) {
+                    Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous).await {
                         Ok(()) => r.restored += 1,
                         Err(e) => r.fail(c, format!("{e:#}")),
                     },
@@ -219,8 +228,8 @@ mod tests {
         (dir, Actuator::new(journal, Some(fs), None))
     }
 
-    #[test]
-    fn children_are_removed_before_parents_and_the_controller_last() {
+    #[tokio::test]
+    async fn children_are_removed_before_parents_and_the_controller_last() {
         let (dir, mut actuator) = setup();
         let root = dir.path().join("cgroup");
         // Recorded in the order they were made: parent, controller, children.
@@ -252,7 +261,7 @@ mod tests {
                 to: "/ioshield/r1-42".into(),
             },
         ];
-        let report = actuator.recover(changes);
+        let report = actuator.recover(changes).await;
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         assert_eq!(report.vanished, 1);
         assert!(!root.join("ioshield").exists());
@@ -262,8 +271,8 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_cgroup_that_cannot_be_removed_is_reported() {
+    #[tokio::test]
+    async fn a_cgroup_that_cannot_be_removed_is_reported() {
         let (dir, mut actuator) = setup();
         let root = dir.path().join("cgroup");
         // Someone else's cgroup below ours keeps it from being removed.
@@ -274,7 +283,7 @@ mod tests {
             path: "/ioshield/r1-42".into(),
         };
         actuator.journal.record(change.clone()).unwrap();
-        let report = actuator.recover(vec![change]);
+        let report = actuator.recover(vec![change]).await;
         assert_eq!(report.errors.len(), 1, "{:?}", report.errors);
         assert!(report.errors[0].contains("r1-42"));
         assert!(root.join("ioshield/r1-42").exists());
@@ -283,13 +292,13 @@ mod tests {
         let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
         assert_eq!(left.len(), 1, "{left:?}");
         assert_eq!(
-            actuator.retry_pending(),
+            actuator.retry_pending().await,
             UndoReport::default(),
             "not due yet"
         );
         std::fs::remove_dir(root.join("ioshield/r1-42/foreign")).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(1100));
-        let again = actuator.retry_pending();
+        let again = actuator.retry_pending().await;
         assert!(again.errors.is_empty(), "{:?}", again.errors);
         assert!(!root.join("ioshield/r1-42").exists());
         assert_eq!(actuator.pending_undos(), 0);

@@ -28,7 +28,7 @@ pub enum Done {
 }
 
 impl Actuator {
-    pub(super) fn restrict_unit(
+    pub(super) async fn restrict_unit(
         &mut self,
         id: u64,
         root: u32,
@@ -48,7 +48,7 @@ impl Actuator {
             Placement::Foreign { .. } => None,
         };
         if let Some(uid) = user {
-            if let Err(e) = self.systemd()?.reach(user) {
+            if let Err(e) = self.systemd()?.reach(user).await {
                 return Ok(Done::Refused(format!(
                     "user {uid}'s systemd cannot be reached ({e:#}); is dbus-user-session installed?"
                 )));
@@ -73,7 +73,7 @@ impl Actuator {
         }
         match placement {
             Placement::InPlace { unit, user } => {
-                self.limit_in_place(id, user, &unit, &limits)?;
+                self.limit_in_place(id, user, &unit, &limits).await?;
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()
@@ -81,7 +81,9 @@ impl Actuator {
                 Ok(Done::Unit(unit, user, cgroup, what))
             }
             Placement::Split { unit, slice, user } => {
-                let scope = self.start_scope(id, user, root, members, &limits, &slice, &unit)?;
+                let scope = self
+                    .start_scope(id, user, root, members, &limits, &slice, &unit)
+                    .await?;
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
@@ -100,14 +102,14 @@ impl Actuator {
             .ok_or_else(|| anyhow!("systemd is not reachable"))
     }
 
-    fn limit_in_place(
+    async fn limit_in_place(
         &mut self,
         id: u64,
         user: Manager,
         unit: &str,
         limits: &ScopeLimits,
     ) -> Result<()> {
-        let previous = self.systemd()?.unit_limits(user, unit)?;
+        let previous = self.systemd()?.unit_limits(user, unit).await?;
         let change = Change::UnitLimits {
             restriction: id,
             unit: unit.to_string(),
@@ -115,20 +117,21 @@ impl Actuator {
             user,
         };
         self.journal.record(change.clone())?;
-        if let Err(e) =
-            self.systemd()?
-                .set_limits(user, unit, &limits.device, limits.wbps, limits.memory_high)
+        if let Err(e) = self
+            .systemd()?
+            .set_limits(user, unit, &limits.device, limits.wbps, limits.memory_high)
+            .await
         {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
-            self.abandon(change);
+            self.abandon(change).await;
             return Err(e);
         }
         Ok(())
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn start_scope(
+    async fn start_scope(
         &mut self,
         id: u64,
         user: Manager,
@@ -155,19 +158,20 @@ impl Actuator {
         if let Err(e) = self
             .systemd()?
             .start_scope(user, &unit, slice, original, &pids, limits)
+            .await
         {
             // The job may still complete after we stopped waiting: undo it like any other
             // (nothing to do if the scope does not exist; retried later if that fails).
-            self.abandon(change);
+            self.abandon(change).await;
             return Err(e);
         }
         Ok(unit)
     }
 
     /// Undoes a change whose making failed halfway, keeping it for later tries if needed.
-    fn abandon(&mut self, change: Change) {
+    async fn abandon(&mut self, change: Change) {
         let changes = [change];
-        let mut report = self.undo(&changes);
+        let mut report = self.undo(&changes).await;
         self.settle(&changes, &mut report);
         for e in &report.errors {
             tracing::warn!("undoing a failed restriction: {e}");

@@ -67,7 +67,7 @@ impl DiskRuntime {
         self.method = Some(method.clone());
     }
 
-    pub fn restrict(
+    pub async fn restrict(
         &mut self,
         disk: &Disk,
         plan: Plan<'_>,
@@ -112,7 +112,7 @@ impl DiskRuntime {
         } else {
             "restrict"
         };
-        let result = fx.actuator.restrict(offender.pid, members, method);
+        let result = fx.actuator.restrict(offender.pid, members, method).await;
         fx.metrics
             .action("restrict", method.label(), result.is_ok());
         match result {
@@ -142,7 +142,7 @@ impl DiskRuntime {
     }
 
     /// Lifts the restriction held on this disk; `why` says what calmed down.
-    pub fn release(
+    pub async fn release(
         &mut self,
         disk: &Disk,
         root: u32,
@@ -159,7 +159,7 @@ impl DiskRuntime {
         let Some(id) = self.restriction.take() else {
             return;
         };
-        let r = fx.actuator.release(id);
+        let r = fx.actuator.release(id).await;
         let verb = if method == "dry-run" {
             "would release"
         } else {
@@ -187,7 +187,13 @@ impl DiskRuntime {
     /// Moves a held restriction's limits to `method`, when its write limit changed by more than
     /// a fifth: a restriction made while the disk was not yet measured would otherwise keep a
     /// limit made from a guess.
-    pub fn retune(&mut self, disk: &Disk, method: Method, why: &str, fx: &mut Effects<'_>) {
+    pub async fn retune(
+        &mut self,
+        disk: &Disk,
+        method: Method,
+        why: &str,
+        fx: &mut Effects<'_>,
+    ) {
         let (Some(id), Some(old), Some(new)) = (
             self.restriction,
             self.method.as_ref().and_then(Method::write_limit),
@@ -198,7 +204,7 @@ impl DiskRuntime {
         if (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
             return;
         }
-        match fx.actuator.retune(id, &method) {
+        match fx.actuator.retune(id, &method).await {
             Ok(true) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
                 let message = format!(

@@ -163,7 +163,7 @@ impl Engine {
 
     /// The kernel reported processes dirtying faster than their disks write: judge now rather
     /// than at the next tick. Returns whether a step ran.
-    pub fn on_bursts(
+    pub async fn on_bursts(
         &mut self,
         bursts: Vec<Burst>,
         probe: &mut Probe,
@@ -187,11 +187,11 @@ impl Engine {
             return Ok(false);
         }
         self.bursts = fresh;
-        self.step(probe, tree, actuator)?;
+        self.step(probe, tree, actuator).await?;
         Ok(true)
     }
 
-    pub fn step(
+    pub async fn step(
         &mut self,
         probe: &mut Probe,
         tree: &mut ProcessTree,
@@ -248,11 +248,11 @@ impl Engine {
         disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
-            self.step_disk(&disk, now, tree, actuator, backlog);
+            self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
         self.set_burst_limits(probe);
-        let retried = actuator.retry_pending();
+        let retried = actuator.retry_pending().await;
         self.metrics.undone_changes.inc_by(retried.restored as u64);
         if retried.restored > 0 {
             tracing::info!("undone on a later try: {} restored", retried.restored);
@@ -270,7 +270,7 @@ impl Engine {
         Ok(())
     }
 
-    fn step_disk(
+    async fn step_disk(
         &mut self,
         disk: &Disk,
         now: Instant,
@@ -389,7 +389,7 @@ impl Engine {
                     bandwidth: bw,
                     trigger,
                 };
-                rt.restrict(disk, plan, tree, &mut fx);
+                rt.restrict(disk, plan, tree, &mut fx).await;
             }
             Some(Decision::Release { root, calm_for }) => {
                 let why = if held_gone {
@@ -403,7 +403,7 @@ impl Engine {
                         calm_for.as_secs_f64()
                     )
                 };
-                rt.release(disk, root, why, tree, &mut fx);
+                rt.release(disk, root, why, tree, &mut fx).await;
             }
             None => {
                 if let Some(root) = held_root {
@@ -429,7 +429,7 @@ impl Engine {
                     } else {
                         (method, format!("the disk now measures {}", show_rate(bw)))
                     };
-                    rt.retune(disk, method, &why, &mut fx);
+                    rt.retune(disk, method, &why, &mut fx).await;
                 }
             }
         }

@@ -31,7 +31,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // Before the journal is read: another instance's live journal is not a crash's leftovers.
     let _instance = instance::InstanceLock::acquire(&config.daemon.state_file)?;
     let (journal, leftovers) = Journal::open(&config.daemon.state_file)?;
-    let systemd = Systemd::detect();
+    let systemd = Systemd::detect().await;
     let cgroupfs = Cgroupfs::detect();
     let cgroup_action = match (&systemd, &cgroupfs) {
         (Ok(_), _) => Ok(CgroupAction::Systemd),
@@ -45,7 +45,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     };
     let mut actuator = Actuator::new(journal, cgroupfs.ok(), systemd.ok());
     if !leftovers.is_empty() {
-        let report = actuator.recover(leftovers);
+        let report = actuator.recover(leftovers).await;
         log_undo("restored what a previous instance left", &report);
     }
     let mut sigterm = signal(SignalKind::terminate()).context("SIGTERM handler")?;
@@ -103,7 +103,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
         tokio::select! {
             batch = next_bursts(&mut bursts) => {
                 match batch {
-                    Ok(batch) => match engine.on_bursts(batch, &mut probe, &mut tree, &mut actuator) {
+                    Ok(batch) => match engine.on_bursts(batch, &mut probe, &mut tree, &mut actuator).await {
                         Ok(true) => publish(&engine),
                         Ok(false) => {}
                         Err(e) => break Err(e),
@@ -116,7 +116,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 }
             }
             _ = ticker.tick() => {
-                if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator) {
+                if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator).await {
                     break Err(e);
                 }
                 publish(&engine);
@@ -149,7 +149,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     };
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     engine.save_speeds();
-    let report = actuator.release_all();
+    let report = actuator.release_all().await;
     log_undo("stopping: restored everything", &report);
     result
 }

@@ -8,13 +8,13 @@ use crate::{
     system::{bdi, cgroups, devices, host, kernel},
 };
 
-pub fn all() -> Vec<Finding> {
+pub async fn all() -> Vec<Finding> {
     let mut out = vec![privileges(), btf()];
     out.extend(tracepoints());
     out.push(programs());
     out.extend(cgroup_v2());
-    let systemd = Systemd::detect();
-    out.push(manager(&systemd));
+    let systemd = Systemd::detect().await;
+    out.push(manager(&systemd).await);
     out.extend(disks(&systemd));
     out
 }
@@ -127,10 +127,10 @@ fn cgroup_v2() -> Vec<Finding> {
         .collect()
 }
 
-fn manager(systemd: &Result<Systemd, String>) -> Finding {
+async fn manager(systemd: &Result<Systemd, String>) -> Finding {
     match systemd {
         Ok(s) => {
-            let version = s.version().unwrap_or_else(|| "?".into());
+            let version = s.version().await.unwrap_or_else(|| "?".into());
             let users = match cgroups::user_manager_controllers() {
                 None => "no user manager running to look at".to_string(),
                 Some(c) if c.iter().any(|c| c == "io") => {

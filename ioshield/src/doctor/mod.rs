@@ -61,8 +61,8 @@ pub fn render(findings: &[Finding]) -> String {
         .collect()
 }
 
-pub fn run() -> Result<()> {
-    let findings = checks::all();
+pub async fn run() -> Result<()> {
+    let findings = checks::all().await;
     output::print(&render(&findings))?;
     let missing: Vec<&str> = findings
         .iter()
