@@ -169,23 +169,22 @@ impl Actuator {
                 }
                 active.cgroup = Some(cg);
             }
-            Method::SystemdScope(limits) => match self
-                .restrict_unit(id, root, members, limits)
-                .await?
-            {
-                units::Done::Unit(unit, manager, cgroup, what) => {
-                    active.unit = Some(unit);
-                    active.manager = manager;
-                    active.unit_cgroup = Some(cgroup);
-                    how = what;
+            Method::SystemdScope(limits) => {
+                match self.restrict_unit(id, root, members, limits).await? {
+                    units::Done::Unit(unit, manager, cgroup, what) => {
+                        active.unit = Some(unit);
+                        active.manager = manager;
+                        active.unit_cgroup = Some(cgroup);
+                        how = what;
+                    }
+                    units::Done::Refused(why) => {
+                        // What remains when the subtree is not ours to move or limit.
+                        active.method = Method::Ioprio;
+                        self.demote_all(id, root, members, &mut active)?;
+                        how = format!("{} instead: {why}", Method::Ioprio.describe());
+                    }
                 }
-                units::Done::Refused(why) => {
-                    // What remains when the subtree is not ours to move or limit.
-                    active.method = Method::Ioprio;
-                    self.demote_all(id, root, members, &mut active)?;
-                    how = format!("{} instead: {why}", Method::Ioprio.describe());
-                }
-            },
+            }
         }
         let place = active
             .unit

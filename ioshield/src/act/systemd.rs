@@ -174,7 +174,9 @@ impl Systemd {
                     .into(),
             );
         }
-        let conn = connect(None).await.map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
+        let conn = connect(None)
+            .await
+            .map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
         Ok(Systemd {
             conns: std::sync::Mutex::new([(None, conn)].into_iter().collect()),
         })
@@ -515,7 +517,7 @@ mod tests {
         let started = std::time::Instant::now();
         let result = connect_address(&format!("unix:path={}", path.display())).await;
         let waited = started.elapsed();
-        let err = result.err().expect("a silent bus cannot be connected to");
+        let err = result.expect_err("a silent bus cannot be connected to");
         assert!(format!("{err:#}").contains("no answer within"), "{err:#}");
         assert!(
             waited >= CALL_TIMEOUT && waited < CALL_TIMEOUT * 2,

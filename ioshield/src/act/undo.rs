@@ -84,7 +84,8 @@ impl Actuator {
                 } => match &self.systemd {
                     // The user logged out: their manager and its units are gone, limits too.
                     Some(_) if Systemd::manager_gone(*user) => r.vanished += 1,
-                    Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous).await {
+                    Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous).await
+                    {
                         Ok(()) => r.restored += 1,
                         Err(e) => r.fail(c, format!("{e:#}")),
                     },

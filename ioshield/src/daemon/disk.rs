@@ -187,13 +187,7 @@ impl DiskRuntime {
     /// Moves a held restriction's limits to `method`, when its write limit changed by more than
     /// a fifth: a restriction made while the disk was not yet measured would otherwise keep a
     /// limit made from a guess.
-    pub async fn retune(
-        &mut self,
-        disk: &Disk,
-        method: Method,
-        why: &str,
-        fx: &mut Effects<'_>,
-    ) {
+    pub async fn retune(&mut self, disk: &Disk, method: Method, why: &str, fx: &mut Effects<'_>) {
         let (Some(id), Some(old), Some(new)) = (
             self.restriction,
             self.method.as_ref().and_then(Method::write_limit),

@@ -30,6 +30,13 @@ pub const MINIMUM: f64 = 1e6;
 const SATURATED: f64 = 0.8;
 /// Weight of a new saturated measurement: a few seconds of backlog settle the value.
 const LEARN_WEIGHT: f64 = 0.3;
+/// Consecutive unsaturated periods whose slowest rate still beats the assumed speed make that
+/// rate a floor for the disk's speed: the disk completed at least that much, steadily, without
+/// being the bottleneck. Seen on the 6.1 test bed: with its write limit lifted to measure the
+/// disk, the writer wrote 42 MB/s for a minute while the disk was never 80% busy, so the disk
+/// stayed "not measured" and the writer unlimited. Five seconds, so that a cache absorbing a
+/// burst (the bed's disk once completed 151 MB/s for a second) does not count.
+const SUSTAINED_PERIODS: usize = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Estimate {
@@ -61,6 +68,10 @@ pub struct BandwidthEstimator {
     /// busy second measure a few completions, not a speed (the test bed's 30 MB/s disk read
     /// 168 MB/s that way).
     pending: HashMap<DevId, (u64, f64, f64)>,
+    /// Completion rates of the latest unsaturated periods, newest last.
+    unsaturated: HashMap<DevId, std::collections::VecDeque<f64>>,
+    /// Disks whose learned value is a floor from unsaturated periods, not a saturated speed.
+    floor_only: std::collections::HashSet<DevId>,
 }
 
 /// The shortest period a disk's speed is judged over.
@@ -79,13 +90,39 @@ impl BandwidthEstimator {
             }
             self.pending.remove(dev);
             let saturated = bytes > 0 && busy >= SATURATED * dt;
+            let recent = self.unsaturated.entry(*dev).or_default();
             if saturated {
+                recent.clear();
                 let speed = bytes as f64 / busy.min(dt);
                 self.from_earlier.remove(dev);
+                self.floor_only.remove(dev);
                 self.learned
                     .entry(*dev)
                     .and_modify(|v| *v += LEARN_WEIGHT * (speed - *v))
                     .or_insert(speed);
+                continue;
+            }
+            recent.push_back(bytes as f64 / dt);
+            if recent.len() > SUSTAINED_PERIODS {
+                recent.pop_front();
+            }
+            if recent.len() < SUSTAINED_PERIODS {
+                continue;
+            }
+            let floor = recent.iter().copied().fold(f64::INFINITY, f64::min);
+            // Only where nothing better is known: no saturated measurement in this run, and
+            // a floor above what the disk is assumed or was found to do.
+            let known = self.learned.get(dev).copied();
+            let improves = match known {
+                None => floor > UNMEASURED,
+                Some(v) => {
+                    (self.floor_only.contains(dev) || self.from_earlier.contains(dev)) && floor > v
+                }
+            };
+            if improves {
+                self.learned.insert(*dev, floor);
+                self.from_earlier.remove(dev);
+                self.floor_only.insert(*dev);
             }
         }
     }
@@ -122,6 +159,8 @@ impl BandwidthEstimator {
                 bytes_per_sec: speed,
                 source: if self.from_earlier.contains(&dev) {
                     "measured in an earlier run"
+                } else if self.floor_only.contains(&dev) {
+                    "at least what it wrote for 5 s without being saturated"
                 } else {
                     "measured while saturated"
                 },
@@ -217,5 +256,54 @@ mod tests {
         // The configured value still wins.
         let est = e.estimate(DEV, Bandwidth::BytesPerSec(50_000_000));
         assert_eq!(est.bytes_per_sec, 50e6);
+    }
+
+    #[test]
+    fn a_disk_that_keeps_up_without_saturating_is_at_least_that_fast() {
+        let mut e = BandwidthEstimator::default();
+        // A cache taking a burst, then an idle second: no floor.
+        e.observe(&tick(151_000_000, 300));
+        e.observe(&tick(0, 0));
+        for _ in 0..3 {
+            e.observe(&tick(42_000_000, 600));
+        }
+        assert!(!e.estimate(DEV, Bandwidth::Auto).measured);
+        // The 6.1 bed: 42 MB/s, 60% busy, for five seconds: the disk does at least 40 MB/s.
+        e.observe(&tick(40_000_000, 600));
+        e.observe(&tick(43_000_000, 600));
+        let est = e.estimate(DEV, Bandwidth::Auto);
+        assert!(est.measured, "{est:?}");
+        assert_eq!(
+            est.source,
+            "at least what it wrote for 5 s without being saturated"
+        );
+        assert!((est.bytes_per_sec - 40e6).abs() < 1.0, "{est:?}");
+        // A steadier, faster stretch raises the floor; a slower one does not lower it.
+        for _ in 0..5 {
+            e.observe(&tick(50_000_000, 600));
+        }
+        assert!((e.learned(DEV).unwrap() - 50e6).abs() < 1.0);
+        for _ in 0..5 {
+            e.observe(&tick(5_000_000, 100));
+        }
+        assert!((e.learned(DEV).unwrap() - 50e6).abs() < 1.0);
+        // A saturated measurement is the disk's speed: it replaces the floor.
+        e.observe(&tick(30_000_000, 1000));
+        let est = e.estimate(DEV, Bandwidth::Auto);
+        assert_eq!(est.source, "measured while saturated");
+        // Floors never move a saturated measurement.
+        for _ in 0..5 {
+            e.observe(&tick(60_000_000, 600));
+        }
+        assert_eq!(
+            e.estimate(DEV, Bandwidth::Auto).source,
+            "measured while saturated"
+        );
+        // Slower than the assumed speed proves nothing.
+        let mut slow = BandwidthEstimator::default();
+        for _ in 0..10 {
+            slow.observe(&tick(10_000_000, 500));
+        }
+        assert!(!slow.estimate(DEV, Bandwidth::Auto).measured);
     }
 }

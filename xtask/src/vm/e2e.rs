@@ -114,7 +114,10 @@ fn run_one(a: &Args, series: &str, deb: &Path, out: &Path) -> Result<Summary> {
     let status = done.status;
     let checks = fs::read_to_string(done.results.join("checks.txt")).unwrap_or_default();
     for line in checks.lines() {
-        if ["PASS ", "FAIL ", "TIME "].iter().any(|p| line.starts_with(p)) {
+        if ["PASS ", "FAIL ", "TIME "]
+            .iter()
+            .any(|p| line.starts_with(p))
+        {
             println!("{series}: {line}");
         }
     }
