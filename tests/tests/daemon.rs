@@ -195,6 +195,41 @@ fn a_writer_that_leads_its_own_session_is_restricted() {
     );
 }
 
+/// A process may name itself anything: bytes that are not UTF-8 and a terminal escape sequence.
+/// The daemon still reads it, restricts it (every thread idle), and never prints the sequence
+/// raw, neither in its log nor in `status`.
+#[test]
+fn a_writer_with_a_hostile_name_is_restricted_and_shown_escaped() {
+    let dir = scratch();
+    let mut w = writer_named(dir.path(), 150.0, 12.0, b"\xff\x1b[31mevil");
+    let pid = w.id();
+    // The daemon learns the name from /proc when it starts (a rename sends no event): start it
+    // once the writer has renamed itself.
+    let renamed = wait_for(Duration::from_secs(5), || {
+        std::fs::read(format!("/proc/{pid}/comm")).is_ok_and(|c| c.starts_with(b"\xff"))
+    });
+    assert!(renamed.is_some(), "the writer did not rename itself");
+    let mut daemon = Daemon::start(dir.path(), CONFIG);
+    let idle = wait_for(Duration::from_secs(5), || all_threads_idle(pid));
+    let comm = std::fs::read(format!("/proc/{pid}/comm")).unwrap_or_default();
+    let line = daemon.wait_log(&format!("restrict pid {pid} "), Duration::from_secs(2));
+    let human = run(ioshield().args(["status", "--socket"]).arg(&daemon.socket));
+    let _ = w.kill();
+    let _ = w.wait();
+    assert_eq!(comm, b"\xff\x1b[31mevil\n", "the writer renamed itself");
+    assert!(idle.is_some(), "never restricted; daemon said {line:?}");
+    let line = line.expect("a restrict line");
+    assert!(
+        !line.contains('\x1b') && line.contains("[31mevil"),
+        "the name is shown, escaped: {line:?}"
+    );
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(
+        text.contains(&format!("restricted: pid {pid} (")) && !text.contains('\x1b'),
+        "{text:?}"
+    );
+}
+
 /// A restriction is judged by what lives in it: when its root exits while the writers it
 /// started keep writing, it must hold on to them instead of being released at once.
 #[test]

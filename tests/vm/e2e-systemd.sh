@@ -195,9 +195,9 @@ wait_for 45 scope_writes
 # The limit follows the disk's measured speed (the daemon may retune it once the disk has been
 # saturated): judge the rate against the highest limit in force during the window.
 limit_bps() { prop "$SCOPE" IOWriteBandwidthMax | awk '{print $2}' | grep -E '^[0-9]+$' || echo 0; }
-# While the disk is unmeasured the daemon lifts the write limit for a few seconds to let it show
-# its speed ("no write limit until it is", seen on 6.1): a window that saw no limit is measured
-# again, up to three times.
+# While the disk is unmeasured the daemon raises the write limit step by step, and finally lifts
+# it, to let the disk show its speed (seen on 6.1): a window that saw no limit is measured again,
+# up to three times.
 for try in 1 2 3; do
     LIMIT_BPS=$(limit_bps)
     ALWAYS_LIMITED=$([ "$LIMIT_BPS" -gt 0 ] && echo yes || echo no)

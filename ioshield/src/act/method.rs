@@ -104,10 +104,15 @@ impl Method {
     }
 
     /// The same restriction with its write limit lifted (memory.high kept).
-    pub fn without_write_limit(mut self) -> Method {
+    pub fn without_write_limit(self) -> Method {
+        self.with_write_limit(NO_WRITE_LIMIT)
+    }
+
+    /// The same restriction with another write limit (memory.high kept); other kinds as they are.
+    pub fn with_write_limit(mut self, wbps: u64) -> Method {
         match &mut self {
-            Method::Cgroup(l) if l.weight.is_none() => l.wbps = NO_WRITE_LIMIT,
-            Method::SystemdScope(l) => l.wbps = NO_WRITE_LIMIT,
+            Method::Cgroup(l) if l.weight.is_none() => l.wbps = wbps,
+            Method::SystemdScope(l) => l.wbps = wbps,
             _ => {}
         }
         self

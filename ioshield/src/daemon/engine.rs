@@ -18,7 +18,7 @@ use crate::{
     act::{Actuator, CgroupAction, method::method_for},
     config::{Bandwidth, Config, DevicePolicy},
     detect::{
-        bandwidth::{BandwidthEstimator, Estimate},
+        bandwidth::{BandwidthEstimator, Estimate, UNMEASURED},
         eligibility::Eligibility,
         offender,
         policy::{Candidate, Decision, Inputs},
@@ -38,6 +38,13 @@ const IGNORE_BURSTS_FOR: Duration = Duration::from_secs(10);
 /// How long a restriction on a disk that has not been measured keeps the write limit made from
 /// the assumed speed.
 const PROBE_AFTER: Duration = Duration::from_secs(10);
+/// After that, the write limit is the assumed speed itself, doubled every `PROBE_STEP` until the
+/// disk is measured (saturated, or steadily faster than assumed), and lifted only after
+/// `PROBE_DOUBLINGS` doublings (400 MB/s). Lifting it at once let the writer flood a disk that
+/// really is that slow: on the 6.12 bed the innocents paused 0.8-1 s right after each lift (cp
+/// bench, docs/bench/cp.md).
+const PROBE_STEP: Duration = Duration::from_secs(5);
+const PROBE_DOUBLINGS: u32 = 4;
 
 pub struct Engine {
     config: Config,
@@ -381,6 +388,14 @@ impl Engine {
                 let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
                 rt.use_method(disk, &method, note);
                 let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
+                if members.first() != Some(&offender.pid) {
+                    tracing::info!(
+                        "pid {} now names another process than the writer (its exit was not \
+                         seen): not restricted",
+                        offender.pid
+                    );
+                    return;
+                }
                 let plan = Plan {
                     offender,
                     members: &members,
@@ -412,20 +427,34 @@ impl Engine {
                     let (method, _) = method_for(disk, &policy, estimate, &self.cgroup_action);
                     // A limit from the assumed speed keeps a faster disk from ever being busy
                     // enough to be measured: after a while, let the writer show the disk's
-                    // speed, held by memory.high alone.
-                    let probing = !estimate.measured
-                        && rt
-                            .offender
-                            .as_ref()
-                            .is_some_and(|o| o.since.elapsed() >= PROBE_AFTER);
-                    let (method, why) = if probing {
-                        (
-                            method.without_write_limit(),
-                            format!(
-                                "the disk is not measured after {}s: no write limit until it is",
-                                PROBE_AFTER.as_secs()
-                            ),
-                        )
+                    // speed, a step at a time, held by memory.high throughout.
+                    let probing = rt
+                        .offender
+                        .as_ref()
+                        .map(|o| o.since.elapsed())
+                        .filter(|held| !estimate.measured && *held >= PROBE_AFTER);
+                    let (method, why) = if let Some(held) = probing {
+                        let step =
+                            ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
+                        if step >= PROBE_DOUBLINGS {
+                            (
+                                method.without_write_limit(),
+                                "the disk is still not measured: no write limit until it is"
+                                    .to_string(),
+                            )
+                        } else {
+                            let wbps = (UNMEASURED * f64::from(1u32 << step)) as u64;
+                            (
+                                method.with_write_limit(wbps),
+                                format!(
+                                    "the disk is not measured after {}s: writes up to {}, \
+                                     doubled every {}s until it is",
+                                    held.as_secs(),
+                                    show_rate(wbps as f64),
+                                    PROBE_STEP.as_secs()
+                                ),
+                            )
+                        }
                     } else {
                         (method, format!("the disk now measures {}", show_rate(bw)))
                     };

@@ -17,8 +17,8 @@ use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 /// card or a disk behind a slow link writes. Judging an unknown disk as that slow restricts a fast
 /// writer at once, before its backlog exists; a restriction on a disk that is only assumed slow
 /// limits the writer to a share of that speed; if the disk is faster, the limit keeps it from
-/// ever being busy enough to be measured, so after a while the daemon lifts the write limit
-/// (keeping memory.high) until the disk shows its speed (`daemon::disk`).
+/// ever being busy enough to be measured, so after a while the daemon raises the write limit
+/// step by step (keeping memory.high) until the disk shows its speed (`daemon::engine`).
 /// The kernel's own starting point (INIT_BW, 100 MiB/s) is no better a guess, and it is not a
 /// safe one: it judged the test bed's 30 MB/s disk as three times faster than it is.
 pub const UNMEASURED: f64 = 25e6;

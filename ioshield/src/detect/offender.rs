@@ -59,7 +59,9 @@ pub fn choose(
 
 /// The processes a restriction of `root` covers: its live subtree, root first, without anything
 /// excluded and without subtrees another disk's restriction holds (moving those again would undo
-/// that restriction's cgroup or scope).
+/// that restriction's cgroup or scope). A pid that now names another process than the tree's
+/// (reused after a lost exit) is left out, the root included: then the list does not start
+/// with `root`, and nothing may be done.
 pub fn members(
     tree: &ProcessTree,
     eligibility: &Eligibility,
@@ -68,6 +70,7 @@ pub fn members(
 ) -> Vec<u32> {
     tree.subtree(root)
         .into_iter()
+        .filter(|p| !tree.reused(*p))
         .filter(|p| {
             *p == root
                 || (tree

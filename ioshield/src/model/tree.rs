@@ -92,6 +92,20 @@ impl ProcessTree {
         self.nodes.get(&pid)
     }
 
+    /// Whether `pid` now names another process than the one the tree knows by it: the kernel
+    /// reused the pid after an exit whose event was lost. Such a pid must not be acted on (it
+    /// may be anyone's, root's included). A process that is gone, or whose start was never
+    /// seen, is not known to be someone else.
+    pub fn reused(&self, pid: u32) -> bool {
+        self.nodes.get(&pid).is_some_and(|n| {
+            n.start_time != 0
+                && self
+                    .source
+                    .read(pid)
+                    .is_some_and(|now| now.start_time != n.start_time)
+        })
+    }
+
     #[cfg(test)]
     pub fn insert(&mut self, pid: u32, node: Node) {
         self.nodes.insert(pid, node);
@@ -285,6 +299,48 @@ mod tests {
             kernel_thread: false,
             exited: false,
         }
+    }
+
+    /// Processes as /proc would list them now.
+    struct Table(Vec<ProcInfo>);
+
+    impl ProcessSource for Table {
+        fn read(&self, pid: u32) -> Option<ProcInfo> {
+            self.0.iter().find(|p| p.pid == pid).cloned()
+        }
+        fn scan(&self) -> Vec<ProcInfo> {
+            self.0.clone()
+        }
+        fn cgroup(&self, _: u32) -> Option<PathBuf> {
+            None
+        }
+    }
+
+    fn info(pid: u32, start_time: u64) -> ProcInfo {
+        ProcInfo {
+            pid,
+            ppid: 1,
+            session: 1,
+            comm: "p".into(),
+            uid: Some(0),
+            start_time,
+            kernel_thread: false,
+        }
+    }
+
+    #[test]
+    fn a_reused_pid_is_told_from_the_process_the_tree_knew() {
+        let mut t = ProcessTree::scan(Box::new(Table(vec![
+            info(10, 100),
+            info(11, 100),
+            info(12, 100),
+        ])));
+        // Later, /proc shows 11 started again (another process got the pid) and 12 gone.
+        t.source = Box::new(Table(vec![info(10, 100), info(11, 900)]));
+        assert!(!t.reused(10), "the same process");
+        assert!(t.reused(11), "another process with the same pid");
+        assert!(!t.reused(12), "gone is not someone else");
+        assert!(!t.reused(13), "unknown to the tree");
     }
 
     fn tree() -> ProcessTree {

@@ -266,17 +266,31 @@ pub fn f64_of(v: &serde_json::Value, key: &str) -> f64 {
 
 /// The paced writer (support/writer.py): `rate` MB/s per thread for `seconds`, then quiet.
 pub fn writer(dir: &Path, rate: f64, seconds: f64, threads: u32, then_sleep: f64) -> Child {
-    Command::new("python3")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/writer.py"))
+    writer_command(dir, rate, seconds, threads, then_sleep)
+        .spawn()
+        .expect("python3 writer")
+}
+
+/// `writer` that renames itself (its comm) to `name`, bytes as they are, before writing.
+pub fn writer_named(dir: &Path, rate: f64, seconds: f64, name: &[u8]) -> Child {
+    let hex: String = name.iter().map(|b| format!("{b:02x}")).collect();
+    writer_command(dir, rate, seconds, 1, 0.0)
+        .args(["--name-hex", &hex])
+        .spawn()
+        .expect("python3 writer")
+}
+
+fn writer_command(dir: &Path, rate: f64, seconds: f64, threads: u32, then_sleep: f64) -> Command {
+    let mut c = Command::new("python3");
+    c.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/writer.py"))
         .arg("--dir")
         .arg(dir)
         .args(["--rate", &rate.to_string()])
         .args(["--seconds", &seconds.to_string()])
         .args(["--threads", &threads.to_string()])
         .args(["--then-sleep", &then_sleep.to_string()])
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("python3 writer")
+        .stdout(Stdio::null());
+    c
 }
 
 /// The raw ioprio of a thread, via ioprio_get(2).

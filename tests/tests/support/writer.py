@@ -10,7 +10,13 @@ p.add_argument("--rate", type=float, default=150.0, help="MB/s per thread")
 p.add_argument("--seconds", type=float, default=6.0)
 p.add_argument("--threads", type=int, default=1)
 p.add_argument("--then-sleep", type=float, default=0.0)
+p.add_argument("--name-hex", help="process name (comm) to take, as hex bytes: any bytes, as a "
+               "hostile program could choose")
 a = p.parse_args()
+if a.name_hex:
+    import ctypes
+    PR_SET_NAME = 15
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_NAME, bytes.fromhex(a.name_hex), 0, 0, 0)
 
 CHUNK = b"\0" * (1 << 20)
 CAP = 256 << 20
