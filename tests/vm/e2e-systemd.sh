@@ -195,9 +195,13 @@ wait_for 45 scope_writes
 # The limit follows the disk's measured speed (the daemon may retune it once the disk has been
 # saturated): judge the rate against the highest limit in force during the window.
 limit_bps() { prop "$SCOPE" IOWriteBandwidthMax | awk '{print $2}' | grep -E '^[0-9]+$' || echo 0; }
-# While the disk is unmeasured the daemon raises the write limit step by step, and finally lifts
-# it, to let the disk show its speed (seen on 6.1): a window that saw no limit is measured again,
-# up to three times.
+# While the disk is unmeasured the daemon raises the write limit step by step (25, 50, ... MB/s),
+# and finally lifts it, to let the disk show its speed: the limit under test is the one made from
+# the measured speed, so wait for the measurement (status names the source), and measure a window
+# again if it saw no limit (up to three times).
+disk_measured() { ioshield status 2>/dev/null | grep -E "^$DATA_DEV .*bandwidth" | grep -qE '\((measured|at least)'; }
+wait_for 60 disk_measured
+log "disk: $(ioshield status 2>&1 | grep -E "^$DATA_DEV .*bandwidth")"
 for try in 1 2 3; do
     LIMIT_BPS=$(limit_bps)
     ALWAYS_LIMITED=$([ "$LIMIT_BPS" -gt 0 ] && echo yes || echo no)
