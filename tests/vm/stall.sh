@@ -19,6 +19,7 @@
 #   tar   `tar x` of 8192 files of 32 KiB (256 MiB) from a tarball in memory, then `sync`
 # cp and tar are fixed-size jobs: offender.json records their size and completion time.
 # For experiments and `cargo xtask bench` (all off or empty by default):
+#   BDI              per-BDI dirty knobs of the data disk, e.g. "max_bytes=30000000 strict_limit=1" (below)
 #   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
@@ -43,6 +44,15 @@ DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
 
 [ "$SCENARIO" = thesis ] && SCHEDULER=bfq
 echo "$SCHEDULER" > "/sys/block/$DEV_NAME/queue/scheduler" || exit 2
+# BDI: the data disk's per-BDI dirty knobs, `KNOB=VALUE` separated by spaces (for example
+# "max_bytes=30000000 strict_limit=1", both from 6.2), written to /sys/class/bdi/MAJ:MIN/ before
+# any load starts: the device-level backlog guard, with or without the daemon.
+for knob in ${BDI:-}; do
+    f=/sys/class/bdi/$DEVNUM/${knob%%=*}
+    [ -e "$f" ] || { echo "stall: this kernel has no $f"; exit 2; }
+    echo "${knob#*=}" > "$f" || { echo "stall: cannot write ${knob#*=} to $f"; exit 2; }
+    echo "stall: bdi ${knob%%=*} = $(cat "$f")"
+done
 case $SCENARIO in
     none | oracle | thesis) ;;
     ioshield) ACTION=cgroup ;;

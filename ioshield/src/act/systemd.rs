@@ -366,11 +366,23 @@ impl Systemd {
             ));
         }
         props.push(("MemoryHigh", Value::from(previous.memory_high)));
+        self.set_runtime_properties(m, unit, &props, "restoring")
+            .await
+    }
+
+    /// `SetUnitProperties(runtime)`; `doing` names the change in the error ("setting").
+    async fn set_runtime_properties(
+        &self,
+        m: Manager,
+        unit: &str,
+        props: &[(&str, Value<'_>)],
+        doing: &str,
+    ) -> Result<()> {
         let set = match self.manager(m).await {
             Ok(p) => p
-                .set_unit_properties(unit, true, &props)
+                .set_unit_properties(unit, true, props)
                 .await
-                .with_context(|| format!("restoring the limits of {unit}")),
+                .with_context(|| format!("{doing} the limits of {unit}")),
             Err(e) => Err(e),
         };
         self.checked(m, set)
@@ -401,14 +413,8 @@ impl Systemd {
             ),
             ("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))),
         ];
-        let set = match self.manager(m).await {
-            Ok(p) => p
-                .set_unit_properties(unit, true, &props)
-                .await
-                .with_context(|| format!("setting the limits of {unit}")),
-            Err(e) => Err(e),
-        };
-        self.checked(m, set)
+        self.set_runtime_properties(m, unit, &props, "setting")
+            .await
     }
 
     /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).

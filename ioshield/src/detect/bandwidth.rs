@@ -13,6 +13,15 @@ use std::collections::HashMap;
 
 use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 
+/// What a disk did over a period still being judged.
+#[derive(Clone, Copy, Default)]
+struct Period {
+    bytes: u64,
+    busy: f64,
+    writing: f64,
+    elapsed: f64,
+}
+
 /// The speed a disk is judged at before anything measured it: about what a USB 2 stick, an SD
 /// card or a disk behind a slow link writes. Judging an unknown disk as that slow restricts a fast
 /// writer at once, before its backlog exists; a restriction on a disk that is only assumed slow
@@ -28,6 +37,13 @@ pub const MINIMUM: f64 = 1e6;
 /// A tick counts as a measurement of the disk's speed only when it was busy this much of it:
 /// a half-idle disk's bytes per busy millisecond measure its latency, not its speed.
 const SATURATED: f64 = 0.8;
+/// ... and when writes were queued on it: on average at least this many in flight (the summed
+/// time writes spent in flight, over the period). Busy time alone misleads: 6.1 counts the time
+/// since the previous completion as busy, so a disk with an fdatasync every 100 ms and a writer
+/// held at 12.5 MB/s by its write limit looked saturated at 5.4 MB/s (the 6.1 cp bench: the
+/// 30 MB/s disk was then judged at 5.4 MB/s, the copy limited to 2.7 MB/s, and that speed
+/// kept for the next start).
+const QUEUED: f64 = 0.8;
 /// Weight of a new saturated measurement: a few seconds of backlog settle the value.
 const LEARN_WEIGHT: f64 = 0.3;
 /// Consecutive unsaturated periods whose slowest rate still beats the assumed speed make that
@@ -63,11 +79,10 @@ pub struct BandwidthEstimator {
     learned: HashMap<DevId, f64>,
     /// Disks whose learned value came from an earlier run and has not been measured since.
     from_earlier: std::collections::HashSet<DevId>,
-    /// Bytes written, busy seconds and elapsed seconds per disk since the last judged period:
-    /// samples come every tick and also at every burst report, and a 50 ms sample's bytes per
-    /// busy second measure a few completions, not a speed (the test bed's 30 MB/s disk read
-    /// 168 MB/s that way).
-    pending: HashMap<DevId, (u64, f64, f64)>,
+    /// What each disk did since the last judged period: samples come every tick and also at
+    /// every burst report, and a 50 ms sample's bytes per busy second measure a few
+    /// completions, not a speed (the test bed's 30 MB/s disk read 168 MB/s that way).
+    pending: HashMap<DevId, Period>,
     /// Completion rates of the latest unsaturated periods, newest last.
     unsaturated: HashMap<DevId, std::collections::VecDeque<f64>>,
     /// Disks whose learned value is a floor from unsaturated periods, not a saturated speed.
@@ -80,16 +95,32 @@ const PERIOD: f64 = 1.0;
 impl BandwidthEstimator {
     pub fn observe(&mut self, sample: &Sample) {
         let elapsed = sample.elapsed.as_secs_f64();
-        for (dev, &written) in &sample.disk_written {
-            let busy_now = sample.disk_busy_ms.get(dev).copied().unwrap_or(0) as f64 / 1000.0;
+        for (dev, delta) in &sample.disks {
             let p = self.pending.entry(*dev).or_default();
-            *p = (p.0 + written, p.1 + busy_now, p.2 + elapsed);
-            let (bytes, busy, dt) = *p;
+            p.bytes += delta.written;
+            p.busy += delta.busy_ms as f64 / 1000.0;
+            p.writing += delta.write_ms as f64 / 1000.0;
+            p.elapsed += elapsed;
+            let Period {
+                bytes,
+                busy,
+                writing,
+                elapsed: dt,
+            } = *p;
             if dt < PERIOD {
                 continue;
             }
             self.pending.remove(dev);
-            let saturated = bytes > 0 && busy >= SATURATED * dt;
+            let saturated = bytes > 0 && busy >= SATURATED * dt && writing >= QUEUED * dt;
+            tracing::debug!(
+                disk = %dev,
+                bytes,
+                busy_s = busy,
+                writes_in_flight = writing / dt,
+                seconds = dt,
+                saturated,
+                "disk period"
+            );
             let recent = self.unsaturated.entry(*dev).or_default();
             if saturated {
                 recent.clear();
@@ -110,14 +141,12 @@ impl BandwidthEstimator {
                 continue;
             }
             let floor = recent.iter().copied().fold(f64::INFINITY, f64::min);
-            // Only where nothing better is known: no saturated measurement in this run, and
-            // a floor above what the disk is assumed or was found to do.
-            let known = self.learned.get(dev).copied();
-            let improves = match known {
+            // A disk that completed more than it is judged at, steadily, is at least that fast,
+            // whatever the lower figure came from: a saturated period misread (a flush-bound
+            // second), an earlier run, or an earlier floor.
+            let improves = match self.learned.get(dev) {
                 None => floor > UNMEASURED,
-                Some(v) => {
-                    (self.floor_only.contains(dev) || self.from_earlier.contains(dev)) && floor > v
-                }
+                Some(&v) => floor > v,
             };
             if improves {
                 self.learned.insert(*dev, floor);
@@ -176,17 +205,30 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::model::sample::DiskDelta;
 
     const DEV: DevId = DevId {
         major: 254,
         minor: 16,
     };
 
+    /// A second in which the disk wrote `written` bytes and was busy `busy_ms`, with writes
+    /// queued on it while busy (one and a half on average).
     fn tick(written: u64, busy_ms: u64) -> Sample {
+        queued(written, busy_ms, busy_ms * 3 / 2)
+    }
+
+    fn queued(written: u64, busy_ms: u64, write_ms: u64) -> Sample {
         Sample {
             elapsed: Duration::from_secs(1),
-            disk_written: HashMap::from([(DEV, written)]),
-            disk_busy_ms: HashMap::from([(DEV, busy_ms)]),
+            disks: HashMap::from([(
+                DEV,
+                DiskDelta {
+                    written,
+                    busy_ms,
+                    write_ms,
+                },
+            )]),
             ..Sample::default()
         }
     }
@@ -196,6 +238,21 @@ mod tests {
             elapsed: Duration::from_millis(ms),
             ..tick(written, busy_ms)
         }
+    }
+
+    #[test]
+    fn a_busy_disk_without_queued_writes_is_not_measured() {
+        let mut e = BandwidthEstimator::default();
+        // The 6.1 cp bench: 5.4 MB in a second "busy" for 900 ms (6.1's io_ticks counts the
+        // gaps between an fdatasync every 100 ms), the copy held at 12.5 MB/s by its write
+        // limit: writes were in flight a third of the time.
+        e.observe(&queued(5_400_000, 900, 330));
+        assert!(!e.estimate(DEV, Bandwidth::Auto).measured);
+        // The same disk with the copy's backlog queued on it.
+        e.observe(&queued(29_000_000, 1000, 6_000));
+        let est = e.estimate(DEV, Bandwidth::Auto);
+        assert!(est.measured);
+        assert!((est.bytes_per_sec - 29e6).abs() < 1.0, "{est:?}");
     }
 
     #[test]
@@ -291,14 +348,20 @@ mod tests {
         e.observe(&tick(30_000_000, 1000));
         let est = e.estimate(DEV, Bandwidth::Auto);
         assert_eq!(est.source, "measured while saturated");
-        // Floors never move a saturated measurement.
+        // Slower stretches never lower a saturated measurement; a faster one proves it low.
+        let saturated = e.learned(DEV).unwrap();
         for _ in 0..5 {
-            e.observe(&tick(60_000_000, 600));
+            e.observe(&tick(20_000_000, 600));
         }
         assert_eq!(
             e.estimate(DEV, Bandwidth::Auto).source,
             "measured while saturated"
         );
+        assert_eq!(e.learned(DEV), Some(saturated));
+        for _ in 0..5 {
+            e.observe(&tick(60_000_000, 600));
+        }
+        assert!((e.learned(DEV).unwrap() - 60e6).abs() < 1.0);
         // Slower than the assumed speed proves nothing.
         let mut slow = BandwidthEstimator::default();
         for _ in 0..10 {

@@ -53,9 +53,19 @@ pub struct Sample {
     /// In the order the kernel reported them; all happened before `writes` was read.
     pub lifecycle: Vec<Lifecycle>,
     pub dirty: DirtyState,
-    /// Bytes each disk wrote since the previous sample.
-    pub disk_written: HashMap<DevId, u64>,
-    /// Milliseconds each disk was busy (had requests in flight) in the same time.
-    pub disk_busy_ms: HashMap<DevId, u64>,
+    /// What each disk did since the previous sample.
+    pub disks: HashMap<DevId, DiskDelta>,
     pub lost: Lost,
+}
+
+/// One disk's counters over a sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct DiskDelta {
+    /// Bytes written.
+    pub written: u64,
+    /// Milliseconds with requests in flight (`io_ticks`; 6.1 counts the time since the previous
+    /// completion as busy, so a disk with a small write every 100 ms looks always busy).
+    pub busy_ms: u64,
+    /// Milliseconds writes spent in flight, summed over requests.
+    pub write_ms: u64,
 }

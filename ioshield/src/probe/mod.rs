@@ -13,7 +13,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use crate::{
-    model::sample::Sample,
+    model::sample::{DiskDelta, Sample},
     system::{devices::Devices, diskstats, vmstat},
 };
 
@@ -135,13 +135,18 @@ impl Probe {
         };
         let (writes, lost) = self.counters.read(&lifecycle, &mut self.devices)?;
         let now_disks = diskstats::read();
-        let mut disk_written = std::collections::HashMap::new();
-        let mut disk_busy_ms = std::collections::HashMap::new();
-        for (dev, c) in &now_disks {
-            let before = self.disks.get(dev).copied().unwrap_or(*c);
-            disk_written.insert(*dev, c.written_bytes.saturating_sub(before.written_bytes));
-            disk_busy_ms.insert(*dev, c.busy_ms.saturating_sub(before.busy_ms));
-        }
+        let disks = now_disks
+            .iter()
+            .map(|(dev, c)| {
+                let before = self.disks.get(dev).copied().unwrap_or(*c);
+                let delta = DiskDelta {
+                    written: c.written_bytes.saturating_sub(before.written_bytes),
+                    busy_ms: c.busy_ms.saturating_sub(before.busy_ms),
+                    write_ms: c.write_ms.saturating_sub(before.write_ms),
+                };
+                (*dev, delta)
+            })
+            .collect();
         self.disks = now_disks;
         Ok(Sample {
             elapsed: if elapsed.is_zero() {
@@ -152,8 +157,7 @@ impl Probe {
             writes,
             lifecycle,
             dirty: vmstat::dirty_state(),
-            disk_written,
-            disk_busy_ms,
+            disks,
             lost,
         })
     }

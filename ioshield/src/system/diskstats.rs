@@ -10,6 +10,9 @@ pub struct DiskCounters {
     pub written_bytes: u64,
     /// Milliseconds with at least one request in flight (`io_ticks`).
     pub busy_ms: u64,
+    /// Milliseconds write requests spent in flight, summed over requests: over an interval, the
+    /// average number of writes queued or in service.
+    pub write_ms: u64,
 }
 
 pub fn read() -> HashMap<DevId, DiskCounters> {
@@ -26,12 +29,14 @@ fn parse(text: &str) -> HashMap<DevId, DiskCounters> {
                 minor: f.get(1)?.parse().ok()?,
             };
             let sectors: u64 = f.get(9)?.parse().ok()?;
+            let write_ms: u64 = f.get(10)?.parse().ok()?;
             let busy_ms: u64 = f.get(12)?.parse().ok()?;
             Some((
                 id,
                 DiskCounters {
                     written_bytes: sectors * 512,
                     busy_ms,
+                    write_ms,
                 },
             ))
         })
@@ -41,7 +46,7 @@ fn parse(text: &str) -> HashMap<DevId, DiskCounters> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn reads_sectors_written_and_busy_time() {
+    fn reads_sectors_written_busy_time_and_write_time() {
         let m = super::parse(" 254       0 vda 100 0 800 10 50 0 2048 30 0 40 45 0 0 0 0\n");
         let c = m[&super::DevId {
             major: 254,
@@ -49,5 +54,6 @@ mod tests {
         }];
         assert_eq!(c.written_bytes, 2048 * 512);
         assert_eq!(c.busy_ms, 40);
+        assert_eq!(c.write_ms, 30);
     }
 }

@@ -122,13 +122,14 @@ impl Report {
             devices.push(DeviceRow {
                 device: disk.label(),
                 dev: disk.id,
-                write_bytes_per_sec: sample.disk_written.get(&disk.id).copied().unwrap_or(0) as f64
+                write_bytes_per_sec: sample.disks.get(&disk.id).map_or(0, |d| d.written) as f64
                     / secs,
                 dirty_bytes_per_sec: own.values().sum(),
             });
         }
         // Disks that wrote without anyone dirtying pages in the window (e.g. flushing a backlog).
-        for (dev, &bytes) in &sample.disk_written {
+        for (dev, delta) in &sample.disks {
+            let bytes = delta.written;
             if bytes == 0 || devices.iter().any(|d| d.dev == *dev) {
                 continue;
             }

@@ -75,9 +75,26 @@ impl Plan {
         ];
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
+            // Every period the disk's speed is judged over, with why it counted or not.
+            env.push("IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug".to_string());
         }
         if let Some(lines) = lines {
-            env.push(format!("IOSHIELD_DEVICE={lines}"));
+            // `bdi.KEY = VALUE` lines set the data disk's BDI knob KEY (stall.sh's BDI), the
+            // others go into the daemon's device section.
+            let (bdi, device): (Vec<&str>, Vec<&str>) = lines
+                .split(';')
+                .map(str::trim)
+                .partition(|l| l.starts_with("bdi."));
+            if !bdi.is_empty() {
+                let knobs: Vec<String> = bdi
+                    .iter()
+                    .map(|l| l.trim_start_matches("bdi.").replace(' ', ""))
+                    .collect();
+                env.push(format!("BDI={}", knobs.join(" ")));
+            }
+            if !device.is_empty() {
+                env.push(format!("IOSHIELD_DEVICE={}", device.join(";")));
+            }
         }
         env
     }
