@@ -20,6 +20,7 @@
 # cp and tar are fixed-size jobs: offender.json records their size and completion time.
 # For experiments and `cargo xtask bench` (all off or empty by default):
 #   BDI              per-BDI dirty knobs of the data disk, e.g. "max_bytes=30000000 strict_limit=1" (below)
+#   IOCOST_MODEL, IOCOST_QOS  iocost on the data disk (below)
 #   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
@@ -53,6 +54,17 @@ for knob in ${BDI:-}; do
     echo "${knob#*=}" > "$f" || { echo "stall: cannot write ${knob#*=} to $f"; exit 2; }
     echo "stall: bdi ${knob%%=*} = $(cat "$f")"
 done
+# IOCOST_MODEL, IOCOST_QOS: iocost for the data disk (the root cgroup's io.cost.model and
+# io.cost.qos, without the MAJ:MIN), set before the daemon starts: the daemon then gives an
+# offender io.weight 1 instead of an io.max limit, which leaves the disk to the offender whenever
+# nobody else uses it.
+if [ -n "${IOCOST_MODEL:-}${IOCOST_QOS:-}" ]; then
+    grep -qw io "$CG/cgroup.subtree_control" || echo +io > "$CG/cgroup.subtree_control" || exit 2
+    [ -z "${IOCOST_MODEL:-}" ] || echo "$DEVNUM $IOCOST_MODEL" > "$CG/io.cost.model" || exit 2
+    [ -z "${IOCOST_QOS:-}" ] || echo "$DEVNUM $IOCOST_QOS" > "$CG/io.cost.qos" || exit 2
+    echo "stall: iocost model: $(grep "^$DEVNUM" "$CG/io.cost.model")"
+    echo "stall: iocost qos: $(grep "^$DEVNUM" "$CG/io.cost.qos")"
+fi
 case $SCENARIO in
     none | oracle | thesis) ;;
     ioshield) ACTION=cgroup ;;

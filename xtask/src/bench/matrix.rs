@@ -79,12 +79,21 @@ impl Plan {
             env.push("IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug".to_string());
         }
         if let Some(lines) = lines {
-            // `bdi.KEY = VALUE` lines set the data disk's BDI knob KEY (stall.sh's BDI), the
-            // others go into the daemon's device section.
-            let (bdi, device): (Vec<&str>, Vec<&str>) = lines
+            // `bdi.KEY = VALUE` lines set the data disk's BDI knob KEY (stall.sh's BDI),
+            // `iocost.model = ...` and `iocost.qos = ...` its iocost, the others go into the
+            // daemon's device section.
+            let (kernel, device): (Vec<&str>, Vec<&str>) = lines
                 .split(';')
                 .map(str::trim)
-                .partition(|l| l.starts_with("bdi."));
+                .partition(|l| l.starts_with("bdi.") || l.starts_with("iocost."));
+            let (iocost, bdi): (Vec<&str>, Vec<&str>) =
+                kernel.into_iter().partition(|l| l.starts_with("iocost."));
+            for line in iocost {
+                if let Some((key, value)) = line.split_once('=') {
+                    let key = key.trim().trim_start_matches("iocost.").to_uppercase();
+                    env.push(format!("IOCOST_{key}={}", value.trim()));
+                }
+            }
             if !bdi.is_empty() {
                 let knobs: Vec<String> = bdi
                     .iter()
