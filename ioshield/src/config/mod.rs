@@ -200,7 +200,7 @@ impl Default for Config {
                 max_flush_seconds: 1.0,
                 burst_seconds: 0.25,
                 action: ActionKind::Auto,
-                limit: 0.5,
+                limit: 0.75,
                 memory_high: MemoryHigh::Auto,
             },
             devices: Vec::new(),
