@@ -77,7 +77,6 @@ impl Estimate {
 #[derive(Clone, Copy, Default)]
 struct Period {
     bytes: u64,
-    busy: f64,
     writing: f64,
     elapsed: f64,
 }
@@ -120,7 +119,6 @@ impl BandwidthEstimator {
         for (dev, delta) in &sample.disks {
             let p = self.pending.entry(*dev).or_default();
             p.bytes += delta.written;
-            p.busy += delta.busy_ms as f64 / 1000.0;
             p.writing += delta.write_ms as f64 / 1000.0;
             p.elapsed += elapsed;
             let period = *p;
@@ -140,7 +138,6 @@ impl BandwidthEstimator {
             disk = %dev,
             bytes = p.bytes,
             seconds = p.elapsed,
-            busy = p.busy / p.elapsed,
             writes_queued = queued,
             backlog,
             "disk period"
@@ -241,20 +238,14 @@ mod tests {
         minor: 16,
     };
 
-    /// A second in which the disk wrote `written` bytes with `queued` writes on it on average
-    /// (busy time as the bed's kernels report it: not trusted, so not varied).
+    /// A second in which the disk wrote `written` bytes with `queued` writes on it on average.
     fn second(written: u64, queued: f64) -> Sample {
-        busy_second(written, queued, 500)
-    }
-
-    fn busy_second(written: u64, queued: f64, busy_ms: u64) -> Sample {
         Sample {
             elapsed: Duration::from_secs(1),
             disks: HashMap::from([(
                 DEV,
                 DiskDelta {
                     written,
-                    busy_ms,
                     write_ms: (queued * 1000.0) as u64,
                 },
             )]),
@@ -326,7 +317,7 @@ mod tests {
         // The 6.1 cp bench: the copy held at 12.5 MB/s, an fdatasync every 100 ms; the kernel
         // said 84% busy, which made this the disk's speed (5.4 MB/s). A third of a write queued.
         for _ in 0..4 {
-            e.observe(&busy_second(5_400_000, 0.33, 840));
+            e.observe(&second(5_400_000, 0.33));
         }
         assert_eq!(measured(&e), None);
         // At 25 MB/s on the 30 MB/s disk: 1.7 queued, still the limit's pace, not the disk's.

@@ -63,9 +63,6 @@ pub struct Sample {
 pub struct DiskDelta {
     /// Bytes written.
     pub written: u64,
-    /// Milliseconds with requests in flight (`io_ticks`; 6.1 counts the time since the previous
-    /// completion as busy, so a disk with a small write every 100 ms looks always busy).
-    pub busy_ms: u64,
     /// Milliseconds writes spent in flight, summed over requests.
     pub write_ms: u64,
 }

@@ -141,7 +141,6 @@ impl Probe {
                 let before = self.disks.get(dev).copied().unwrap_or(*c);
                 let delta = DiskDelta {
                     written: c.written_bytes.saturating_sub(before.written_bytes),
-                    busy_ms: c.busy_ms.saturating_sub(before.busy_ms),
                     write_ms: c.write_ms.saturating_sub(before.write_ms),
                 };
                 (*dev, delta)

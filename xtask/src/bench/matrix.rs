@@ -79,31 +79,7 @@ impl Plan {
             env.push("IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug".to_string());
         }
         if let Some(lines) = lines {
-            // `bdi.KEY = VALUE` lines set the data disk's BDI knob KEY (stall.sh's BDI),
-            // `iocost.model = ...` and `iocost.qos = ...` its iocost, the others go into the
-            // daemon's device section.
-            let (kernel, device): (Vec<&str>, Vec<&str>) = lines
-                .split(';')
-                .map(str::trim)
-                .partition(|l| l.starts_with("bdi.") || l.starts_with("iocost."));
-            let (iocost, bdi): (Vec<&str>, Vec<&str>) =
-                kernel.into_iter().partition(|l| l.starts_with("iocost."));
-            for line in iocost {
-                if let Some((key, value)) = line.split_once('=') {
-                    let key = key.trim().trim_start_matches("iocost.").to_uppercase();
-                    env.push(format!("IOCOST_{key}={}", value.trim()));
-                }
-            }
-            if !bdi.is_empty() {
-                let knobs: Vec<String> = bdi
-                    .iter()
-                    .map(|l| l.trim_start_matches("bdi.").replace(' ', ""))
-                    .collect();
-                env.push(format!("BDI={}", knobs.join(" ")));
-            }
-            if !device.is_empty() {
-                env.push(format!("IOSHIELD_DEVICE={}", device.join(";")));
-            }
+            env.extend(variant_env(lines));
         }
         env
     }
@@ -186,4 +162,48 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
         eprintln!("xtask: bench: attempt {attempt} failed: {last}");
     }
     bail!("{scenario} on {kernel} failed twice: {last}")
+}
+
+/// A scenario's `;`-separated variant lines as stall.sh's environment: `bdi.KNOB = V` lines set
+/// the data disk's BDI knobs (BDI), `iocost.model = ...` and `iocost.qos = ...` its iocost
+/// (IOCOST_MODEL, IOCOST_QOS), the others go into the daemon's device section (IOSHIELD_DEVICE).
+fn variant_env(lines: &str) -> Vec<String> {
+    let (mut bdi, mut device, mut env) = (Vec::new(), Vec::new(), Vec::new());
+    for line in lines.split(';').map(str::trim).filter(|l| !l.is_empty()) {
+        match line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
+            Some((key, value)) if key.starts_with("bdi.") => {
+                bdi.push(format!("{}={value}", &key["bdi.".len()..]));
+            }
+            Some((key, value)) if key.starts_with("iocost.") => {
+                let name = key["iocost.".len()..].to_uppercase();
+                env.push(format!("IOCOST_{name}={value}"));
+            }
+            _ => device.push(line),
+        }
+    }
+    if !bdi.is_empty() {
+        env.push(format!("BDI={}", bdi.join(" ")));
+    }
+    if !device.is_empty() {
+        env.push(format!("IOSHIELD_DEVICE={}", device.join(";")));
+    }
+    env
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn variant_lines_go_to_the_daemon_the_bdi_or_iocost() {
+        assert_eq!(
+            super::variant_env(
+                "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
+                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\""
+            ),
+            [
+                "IOCOST_QOS=enable=1 min=100",
+                "BDI=max_bytes=8000000 strict_limit=1",
+                "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",
+            ]
+        );
+    }
 }
