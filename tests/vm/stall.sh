@@ -65,6 +65,9 @@ if [ -n "${IOCOST_MODEL:-}${IOCOST_QOS:-}" ]; then
     echo "stall: iocost model: $(grep "^$DEVNUM" "$CG/io.cost.model")"
     echo "stall: iocost qos: $(grep "^$DEVNUM" "$CG/io.cost.qos")"
 fi
+# The data disk's iocost as found, to check that the daemon puts it back (it turns iocost on
+# while it restricts a writer there).
+iocost_before=$(grep "^$DEVNUM " "$CG/io.cost.qos" "$CG/io.cost.model" 2> /dev/null)
 case $SCENARIO in
     none | oracle | thesis) ;;
     ioshield) ACTION=cgroup ;;
@@ -220,6 +223,12 @@ if [ -n "$daemon" ]; then
     # What the daemon left behind: it must have removed every cgroup it made (checked below).
     find "$CG" -name cgroup.procs | sed "s|$CG||; s|/cgroup.procs||" > "$RESULTS/cgroups-after.txt"
     left=$(grep '^/ioshield' "$RESULTS/cgroups-after.txt" | tr '\n' ' ')
+    iocost_after=$(grep "^$DEVNUM " "$CG/io.cost.qos" "$CG/io.cost.model" 2> /dev/null)
+    # A disk the kernel had not set iocost up for keeps a line once it has (off, auto model).
+    if [ -n "$iocost_before" ] && [ "$iocost_after" != "$iocost_before" ] ||
+        { [ -z "$iocost_before" ] && printf '%s\n' "$iocost_after" | grep -qE 'enable=1|ctrl=user'; }; then
+        left="$left iocost on $DEVNUM: before '$iocost_before', after '$iocost_after'"
+    fi
     cat "$RESULTS/daemon.log"
 fi
 
@@ -232,7 +241,7 @@ ioshield-load summarize "$RESULTS"/control.json "$RESULTS"/write.json \
     "$RESULTS"/multiwrite.json "$RESULTS"/commit.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
 if [ -n "$left" ]; then
     # Last, so that the host can quote it as the reason.
-    echo "stall: the daemon left cgroups behind after it exited: $left"
+    echo "stall: the daemon left changes behind after it exited: $left"
     failed=1
 fi
 exit $failed

@@ -83,9 +83,9 @@ impl Cgroupfs {
         write(&self.abs(rel).join(file), value)
     }
 
-    /// True when iocost is on for `dev`: then `io.weight` works for it.
-    pub fn iocost_enabled(&self, dev: DevId) -> bool {
-        cgroups::iocost_enabled(&self.root, dev)
+    /// Whether iocost is on for `dev`, and whose it is.
+    pub fn iocost(&self, dev: DevId) -> super::iocost::State {
+        super::iocost::state(&self.root, dev)
     }
 
     /// The nearest existing cgroup at or above `rel` (a process's old cgroup may be gone).

@@ -4,7 +4,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::{Actuator, CgroupLimits, SHARED, cgroup, cgroup::Cgroupfs, identity};
+use super::{
+    Actuator, CgroupLimits, SHARED, WriteControl, cgroup,
+    cgroup::Cgroupfs,
+    identity,
+    method::{NO_WRITE_LIMIT, OFFENDER_WEIGHT},
+};
 use crate::{journal::Change, system::cgroups};
 
 impl Actuator {
@@ -37,6 +42,11 @@ impl Actuator {
                     fs.set_controller(&at, c, true)?;
                 }
             }
+        }
+        if matches!(limits.write, WriteControl::Weight { .. }) {
+            // iocost weighs siblings against each other: every restricted offender lives under
+            // this parent, so the parent's weight is what they get against everyone else.
+            fs.write_file(&parent, "io.weight", &format!("default {OFFENDER_WEIGHT}"))?;
         }
         let cg = parent.join(format!("r{id}-{root}"));
         self.journal.record(Change::CgroupCreated {
@@ -72,18 +82,19 @@ impl Actuator {
 }
 
 pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits) -> Result<()> {
-    match limits.weight {
-        Some(w) => fs.write_file(cg, "io.weight", &format!("default {w}"))?,
-        None => fs.write_file(
-            cg,
-            "io.max",
-            &format!(
-                "{} wbps={}",
-                limits.dev,
-                super::method::io_max_wbps(limits.wbps)
-            ),
-        )?,
-    }
+    let wbps = match limits.write {
+        WriteControl::Limit(wbps) => wbps,
+        WriteControl::Weight { weight, .. } => {
+            fs.write_file(cg, "io.weight", &format!("default {weight}"))?;
+            // Moving from io.max to iocost (the disk got measured): the weight alone holds it.
+            NO_WRITE_LIMIT
+        }
+    };
+    fs.write_file(
+        cg,
+        "io.max",
+        &format!("{} wbps={}", limits.dev, super::method::io_max_wbps(wbps)),
+    )?;
     if let Some(m) = limits.memory_high {
         fs.write_file(cg, "memory.high", &m.to_string())?;
     }

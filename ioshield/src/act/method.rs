@@ -1,10 +1,10 @@
 //! What a restriction does, chosen per disk from the configuration and what the host allows.
-use super::cgroup::Cgroupfs;
+use super::{cgroup::Cgroupfs, iocost};
 use crate::{
-    config::{ActionKind, DevicePolicy},
+    config::{ActionKind, DevicePolicy, Iocost},
     detect::bandwidth::Estimate,
     display::show_rate,
-    system::devices::{DevId, Disk},
+    system::devices::{self, DevId, Disk},
 };
 
 #[derive(Clone, Debug, PartialEq)]
@@ -23,11 +23,37 @@ pub enum Method {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CgroupLimits {
     pub dev: DevId,
-    /// [`NO_WRITE_LIMIT`] while the disk's speed is only assumed.
-    pub wbps: u64,
-    /// iocost weight, used instead of `io.max` when iocost is on for the device.
-    pub weight: Option<u16>,
+    pub write: WriteControl,
     pub memory_high: Option<u64>,
+}
+
+/// How a restricted offender's writes are held back.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WriteControl {
+    /// `io.max wbps` on its cgroup ([`NO_WRITE_LIMIT`]: none).
+    Limit(u64),
+    /// `io.weight` on its cgroup, iocost on the disk: turned on by ioshield with a model of
+    /// `model` bytes per second, or by someone else (`None`). `fallback` is the `io.max` limit
+    /// used if iocost cannot be turned on for the disk.
+    Weight {
+        weight: u16,
+        model: Option<u64>,
+        fallback: u64,
+    },
+}
+
+/// The weight of a restricted offender's cgroup (and of ioshield's parent cgroup) under iocost:
+/// the lowest there is, against the default 100 of everyone else.
+pub const OFFENDER_WEIGHT: u16 = 1;
+
+impl WriteControl {
+    /// The rate that bounds the offender: its write limit, or the disk speed iocost models.
+    fn rate(&self) -> Option<u64> {
+        match *self {
+            WriteControl::Limit(w) => Some(w),
+            WriteControl::Weight { model, .. } => model,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -94,13 +120,25 @@ impl Method {
         }
     }
 
-    /// The write limit in bytes per second, for the actions that set one.
+    /// The write limit in bytes per second, or the disk speed ioshield's iocost model assumes,
+    /// for the actions that set one.
     pub fn write_limit(&self) -> Option<u64> {
         match self {
-            Method::Cgroup(l) if l.weight.is_none() => Some(l.wbps),
+            Method::Cgroup(l) => l.write.rate(),
             Method::SystemdScope(l) => Some(l.wbps),
             _ => None,
         }
+    }
+
+    /// Whether the offender is held back by iocost weight.
+    pub fn uses_iocost(&self) -> bool {
+        matches!(
+            self,
+            Method::Cgroup(CgroupLimits {
+                write: WriteControl::Weight { .. },
+                ..
+            })
+        )
     }
 
     /// The same restriction with its write limit lifted (memory.high kept).
@@ -108,10 +146,22 @@ impl Method {
         self.with_write_limit(NO_WRITE_LIMIT)
     }
 
-    /// The same restriction with another write limit (memory.high kept); other kinds as they are.
+    /// The same restriction with another write limit (memory.high kept); under ioshield's
+    /// iocost, the disk modelled at that speed. Other kinds as they are.
     pub fn with_write_limit(mut self, wbps: u64) -> Method {
         match &mut self {
-            Method::Cgroup(l) if l.weight.is_none() => l.wbps = wbps,
+            Method::Cgroup(l) => match &mut l.write {
+                WriteControl::Limit(w) => *w = wbps,
+                WriteControl::Weight {
+                    model: Some(m),
+                    fallback,
+                    ..
+                } => {
+                    *m = wbps;
+                    *fallback = wbps;
+                }
+                WriteControl::Weight { model: None, .. } => {}
+            },
             Method::SystemdScope(l) => l.wbps = wbps,
             _ => {}
         }
@@ -124,9 +174,19 @@ impl Method {
             Method::DryRun => "dry-run, nothing changed".into(),
             Method::SystemdScope(l) => format!("{} through systemd", l.describe()),
             Method::Cgroup(l) => {
-                let mut s = match l.weight {
-                    Some(w) => format!("io.weight={w} (iocost)"),
-                    None => format!("io.max wbps={}", show_wbps(l.wbps)),
+                let mut s = match l.write {
+                    WriteControl::Limit(w) => format!("io.max wbps={}", show_wbps(w)),
+                    WriteControl::Weight {
+                        weight,
+                        model: Some(m),
+                        ..
+                    } => format!(
+                        "io.weight={weight} (iocost on, disk modelled at {})",
+                        show_wbps(m)
+                    ),
+                    WriteControl::Weight { weight, .. } => {
+                        format!("io.weight={weight} (iocost as set up on the disk)")
+                    }
                 };
                 if let Some(m) = l.memory_high {
                     s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
@@ -151,8 +211,13 @@ pub fn method_for(
     let cgroup = |how: &CgroupAction| match how {
         CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
             dev: disk.id,
-            wbps,
-            weight: fs.iocost_enabled(disk.id).then_some(1),
+            write: write_control(
+                fs.iocost(disk.id),
+                policy.iocost,
+                devices::is_blk_mq(disk.id),
+                estimate,
+                wbps,
+            ),
             memory_high,
         }),
         CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
@@ -179,6 +244,37 @@ pub fn method_for(
                  the offender's reads and direct writes)"
             )),
         ),
+    }
+}
+
+/// iocost weight where someone set iocost up on the disk (`state`), or where ioshield may turn
+/// it on (the configuration allows it, the kernel has it, the disk is multi-queue, and its speed
+/// is known); else `io.max` at `wbps`.
+///
+/// The speed must be known because iocost with a pinned rate holds every cgroup's writes to the
+/// model: a model from the assumed 25 MB/s would hold a fast disk there, and raising it step by
+/// step to find the disk's speed overshoots a slow one (measured on 6.12: a 0.95 s pause when
+/// the model went from 25 to 50 MB/s on the bed's ~25 MB/s disk). Under `io.max` an unmeasured
+/// disk shows its speed with the backlog the offender left (`detect::bandwidth`); the
+/// restriction moves to iocost once it has, and later restrictions start there.
+fn write_control(
+    state: iocost::State,
+    allowed: Iocost,
+    blk_mq: bool,
+    estimate: Estimate,
+    wbps: u64,
+) -> WriteControl {
+    let weight = |model| WriteControl::Weight {
+        weight: OFFENDER_WEIGHT,
+        model,
+        fallback: wbps,
+    };
+    match (state, allowed) {
+        (iocost::State::Foreign, _) => weight(None),
+        (iocost::State::Off | iocost::State::Ours, Iocost::Auto) if blk_mq && estimate.measured => {
+            weight(Some(estimate.bytes_per_sec as u64))
+        }
+        _ => WriteControl::Limit(wbps),
     }
 }
 
@@ -243,5 +339,71 @@ mod tests {
         policy.action = ActionKind::DryRun;
         let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
         assert_eq!((m, note), (Method::DryRun, None));
+    }
+
+    #[test]
+    fn iocost_weight_where_allowed_and_possible_else_io_max() {
+        use iocost::State;
+        let w =
+            |state, allowed, blk_mq| write_control(state, allowed, blk_mq, MEASURED, 22_500_000);
+        let ours = WriteControl::Weight {
+            weight: 1,
+            model: Some(30_000_000),
+            fallback: 22_500_000,
+        };
+        assert_eq!(w(State::Off, Iocost::Auto, true), ours);
+        assert_eq!(w(State::Ours, Iocost::Auto, true), ours);
+        // Someone else's iocost is used as it is, whatever the configuration says.
+        let theirs_at = |fallback| WriteControl::Weight {
+            weight: 1,
+            model: None,
+            fallback,
+        };
+        let theirs = theirs_at(22_500_000);
+        assert_eq!(w(State::Foreign, Iocost::Off, true), theirs);
+        assert_eq!(
+            w(State::Off, Iocost::Off, true),
+            WriteControl::Limit(22_500_000)
+        );
+        // Device-mapper and md disks have no iocost; old kernels neither.
+        assert_eq!(
+            w(State::Off, Iocost::Auto, false),
+            WriteControl::Limit(22_500_000)
+        );
+        assert_eq!(
+            w(State::Unavailable, Iocost::Auto, true),
+            WriteControl::Limit(22_500_000)
+        );
+        // Not before the disk's speed is known: io.max lets the disk show it.
+        let assumed = Estimate {
+            measured: false,
+            ..MEASURED
+        };
+        assert_eq!(
+            write_control(State::Off, Iocost::Auto, true, assumed, 18_750_000),
+            WriteControl::Limit(18_750_000)
+        );
+        assert_eq!(
+            write_control(State::Foreign, Iocost::Auto, true, assumed, 18_750_000),
+            theirs_at(18_750_000)
+        );
+
+        let m = Method::Cgroup(CgroupLimits {
+            dev: disk().id,
+            write: ours,
+            memory_high: None,
+        });
+        assert!(m.uses_iocost());
+        assert_eq!(m.write_limit(), Some(30_000_000));
+        assert_eq!(
+            m.describe(),
+            "io.weight=1 (iocost on, disk modelled at 30.0MB/s)"
+        );
+        // The probe for an unmeasured disk moves the model; lifted, iocost holds nothing back.
+        assert_eq!(
+            m.clone().with_write_limit(50_000_000).write_limit(),
+            Some(50_000_000)
+        );
+        assert_eq!(m.without_write_limit().write_limit(), Some(NO_WRITE_LIMIT));
     }
 }

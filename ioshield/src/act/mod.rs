@@ -4,6 +4,7 @@ pub mod cgroup;
 mod cgroup_moves;
 mod demote;
 pub mod identity;
+mod iocost;
 pub mod ioprio;
 pub mod method;
 mod pending;
@@ -24,7 +25,7 @@ use crate::{
     system::{cgroups, procfs},
 };
 use cgroup::Cgroupfs;
-pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits};
+pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits, WriteControl};
 use systemd::Systemd;
 
 /// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
@@ -162,8 +163,11 @@ impl Actuator {
                     .cgroupfs
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
+                let limits = self.hold_by(&fs, id, limits);
+                active.method = Method::Cgroup(limits.clone());
+                how = active.method.describe();
                 active.home = cgroups::of_process(root);
-                let cg = self.create_cgroup(&fs, id, root, limits)?;
+                let cg = self.create_cgroup(&fs, id, root, &limits)?;
                 for &pid in members {
                     self.move_into(&fs, id, pid, &cg)?;
                 }
@@ -287,22 +291,32 @@ impl Actuator {
 
     /// Sets a held restriction's limits to `method`'s, e.g. once the disk's speed is measured.
     /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
-    /// lifting the scope's limits undoes, so there is nothing new to journal. Returns whether
-    /// anything was changed.
-    pub async fn retune(&mut self, id: u64, method: &Method) -> Result<bool> {
-        let Some(active) = self.active.get_mut(&id) else {
-            return Ok(false);
+    /// lifting the scope's limits undoes; iocost turned on for the disk meanwhile is journaled
+    /// like any change. Returns the limits now in place, if anything was changed (they differ
+    /// from `method` where iocost could not be turned on).
+    pub async fn retune(&mut self, id: u64, method: &Method) -> Result<Option<Method>> {
+        let Some(active) = self.active.get(&id) else {
+            return Ok(None);
         };
         if active.method == *method {
-            return Ok(false);
+            return Ok(None);
         }
-        match (&active.method, method, &active.cgroup, &active.unit) {
+        let (held, cgroup, unit, unit_cgroup, manager) = (
+            active.method.clone(),
+            active.cgroup.clone(),
+            active.unit.clone(),
+            active.unit_cgroup.clone(),
+            active.manager,
+        );
+        let mut method = method.clone();
+        match (&held, &mut method, cgroup, unit) {
             (Method::Cgroup(_), Method::Cgroup(l), Some(cg), _) => {
                 let fs = self
                     .cgroupfs
-                    .as_ref()
+                    .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
-                cgroup_moves::write_limits(fs, cg, l)?;
+                *l = self.hold_by(&fs, id, l);
+                cgroup_moves::write_limits(&fs, &cg, l)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
                 let systemd = self
@@ -310,8 +324,8 @@ impl Actuator {
                     .as_ref()
                     .ok_or_else(|| anyhow!("systemd is not reachable"))?;
                 // A user manager without io keeps holding memory.high alone.
-                let wbps = if active.unit_cgroup.as_deref().is_some_and(|cg| {
-                    active.manager.is_some()
+                let wbps = if unit_cgroup.as_deref().is_some_and(|cg| {
+                    manager.is_some()
                         && cgroups::v2_mount().is_some_and(|m| !units::io_delegated(&m, cg))
                 }) {
                     method::NO_WRITE_LIMIT
@@ -319,13 +333,15 @@ impl Actuator {
                     l.wbps
                 };
                 systemd
-                    .set_limits(active.manager, unit, &l.device, wbps, l.memory_high)
+                    .set_limits(manager, &unit, &l.device, wbps, l.memory_high)
                     .await?;
             }
             // A different kind of action (the configuration changed): kept until release.
-            _ => return Ok(false),
+            _ => return Ok(None),
         }
-        active.method = method.clone();
-        Ok(true)
+        if let Some(active) = self.active.get_mut(&id) {
+            active.method = method.clone();
+        }
+        Ok(Some(method))
     }
 }

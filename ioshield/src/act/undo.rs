@@ -1,5 +1,6 @@
 //! Undoing recorded changes, in an order that works: processes out of ioshield's cgroups before
-//! the cgroups are removed, children before parents, priorities, then the shared set-up.
+//! the cgroups are removed, children before parents, priorities, a disk's iocost, then the
+//! shared set-up.
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
@@ -184,6 +185,11 @@ impl Actuator {
                     )),
                     Err(_) => r.vanished += 1,
                 }
+            }
+        }
+        for c in changes {
+            if matches!(c, Change::Iocost { .. }) {
+                self.undo_iocost(c, &mut r);
             }
         }
         for c in changes {

@@ -1,6 +1,6 @@
 //! A `[device.NAME]` section (or `[device.default]`) over the policy it inherits.
 use super::{
-    ActionKind, Bandwidth, DevicePolicy, MemoryHigh,
+    ActionKind, Bandwidth, DevicePolicy, Iocost, MemoryHigh,
     file::{ConfigError, Ctx, DAY},
     keys::segment,
     raw::RawDevice,
@@ -133,6 +133,13 @@ pub(super) fn device_policy(
         },
     )? {
         p.memory_high = v;
+    }
+    if let Some(v) = ctx.value(&raw.iocost, &key("iocost"), |s: &String| match s.trim() {
+        "auto" => Ok(Iocost::Auto),
+        "off" => Ok(Iocost::Off),
+        other => Err(format!("`{other}` is not \"auto\" or \"off\"")),
+    })? {
+        p.iocost = v;
     }
     Ok(p)
 }

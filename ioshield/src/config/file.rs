@@ -316,6 +316,12 @@ action = "cgroup"
             MemoryHigh::Bytes(64 << 20)
         );
         assert_eq!(c.policy_for(None).action, ActionKind::Auto);
+        assert_eq!(c.policy_for(None).iocost, crate::config::Iocost::Auto);
+        let no_iocost = parse("[device.vdb]\niocost = \"off\"\n", "t").unwrap();
+        assert_eq!(
+            no_iocost.policy_for(Some("vdb")).iocost,
+            crate::config::Iocost::Off
+        );
         // The effective configuration round-trips through check-config's output.
         let again = parse(&c.to_toml(), "t").unwrap();
         assert_eq!(again.policy_for(Some("/dev/vdb")), vdb);
@@ -451,6 +457,10 @@ action = "cgroup"
                 "2: device.sda.memory_high:",
             ),
             (
+                "[device.sda]\niocost = \"on\"\n",
+                "2: device.sda.iocost: `on` is not",
+            ),
+            (
                 "[device.sda]\nbandwidth = \"1e9GB/s\"\n",
                 "2: device.sda.bandwidth:",
             ),
@@ -531,6 +541,7 @@ action = "cgroup"
             Just("burst_seconds"),
             Just("limit"),
             Just("memory_high"),
+            Just("iocost"),
             Just("bogus"),
         ];
         let value = prop_oneof![

@@ -147,6 +147,21 @@ pub struct DevicePolicy {
     pub limit: f64,
     /// memory.high for a restricted offender's cgroup.
     pub memory_high: MemoryHigh,
+    /// Whether ioshield may turn iocost on for the disk while it restricts a writer there.
+    pub iocost: Iocost,
+}
+
+/// iocost on a disk: a cost model of the disk plus per-cgroup weights. Restricting an offender
+/// by weight instead of an `io.max` limit is work-conserving (the offender gets whatever nobody
+/// else asks for) and shorter pauses others see on 6.12 (docs/bench/candidates-6.12.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Iocost {
+    /// Turn iocost on for the disk while a restriction there holds (a linear model from the
+    /// disk's speed), unless someone else set iocost up on it: then use theirs as it is.
+    Auto,
+    /// Use iocost only where someone else turned it on; otherwise `io.max`.
+    Off,
 }
 
 /// Prometheus metrics: off unless one of these is set.
@@ -202,6 +217,7 @@ impl Default for Config {
                 action: ActionKind::Auto,
                 limit: 0.75,
                 memory_high: MemoryHigh::Auto,
+                iocost: Iocost::Auto,
             },
             devices: Vec::new(),
             source: None,

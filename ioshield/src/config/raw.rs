@@ -61,4 +61,5 @@ pub(super) struct RawDevice {
     pub(super) action: Option<Spanned<String>>,
     pub(super) limit: Option<Spanned<f64>>,
     pub(super) memory_high: Option<Spanned<String>>,
+    pub(super) iocost: Option<Spanned<String>>,
 }

@@ -184,8 +184,9 @@ impl DiskRuntime {
         }
     }
 
-    /// Moves a held restriction's limits to `method`, when its write limit changed by more than
-    /// a fifth: a restriction made while the disk was not yet measured would otherwise keep a
+    /// Moves a held restriction's limits to `method`, when its write limit (or the speed its
+    /// iocost model assumes) changed by more than a fifth, or it moves between `io.max` and
+    /// iocost: a restriction made while the disk was not yet measured would otherwise keep a
     /// limit made from a guess.
     pub async fn retune(&mut self, disk: &Disk, method: Method, why: &str, fx: &mut Effects<'_>) {
         let (Some(id), Some(old), Some(new)) = (
@@ -195,11 +196,12 @@ impl DiskRuntime {
         ) else {
             return;
         };
-        if (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
+        let same_kind = self.method.as_ref().map(Method::uses_iocost) == Some(method.uses_iocost());
+        if same_kind && (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
             return;
         }
         match fx.actuator.retune(id, &method).await {
-            Ok(true) => {
+            Ok(Some(method)) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
                 let message = format!(
                     "retune pid {pid} on {}: {} ({why})",
@@ -212,7 +214,7 @@ impl DiskRuntime {
                 }
                 self.method = Some(method);
             }
-            Ok(false) => {}
+            Ok(None) => {}
             Err(e) => {
                 if fx.limit.allow(format!("retune {}", disk.label())) {
                     tracing::warn!("cannot change the limits on {}: {e:#}", disk.label());

@@ -176,15 +176,11 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
             } else {
                 "per-BDI byte limits not available (kernel < 6.2)"
             };
-            let iocost = match &action {
-                Ok(CgroupAction::Cgroupfs(fs)) if fs.iocost_enabled(disk.id) => ", iocost on",
-                _ => "",
-            };
             let what = format!("disk {}", disk.label());
             let what_it_does = note
                 .map(|n| n.trim_start_matches("action auto: ").to_string())
                 .unwrap_or_else(|| method.describe());
-            let detail = format!("action auto: {what_it_does}{iocost}; {knobs}");
+            let detail = format!("action auto: {what_it_does}; {knobs}");
             if note_is_fallback(&method) {
                 Finding::degraded(&what, detail)
             } else {

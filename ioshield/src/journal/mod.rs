@@ -53,6 +53,15 @@ pub enum Change {
         #[serde(default)]
         user: Option<u32>,
     },
+    /// iocost turned on for a disk (`major:minor`) with ioshield's model and QoS; put back the
+    /// disk's `io.cost.model` and `io.cost.qos` lines as they were (`None`: the kernel had not
+    /// set iocost up for the disk: off, the kernel's own model).
+    Iocost {
+        restriction: u64,
+        device: String,
+        model: Option<String>,
+        qos: Option<String>,
+    },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {
         restriction: u64,
@@ -69,6 +78,7 @@ impl Change {
             | Change::CgroupCreated { restriction, .. }
             | Change::SystemdScope { restriction, .. }
             | Change::UnitLimits { restriction, .. }
+            | Change::Iocost { restriction, .. }
             | Change::CgroupMove { restriction, .. } => Some(*restriction),
             Change::ControllerEnabled { .. } => None,
         }

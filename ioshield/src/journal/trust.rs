@@ -127,6 +127,18 @@ impl Change {
                     Err(format!("scope {unit} is not ioshield's"))
                 }
             }
+            Change::Iocost {
+                device, model, qos, ..
+            } => {
+                let one_line = |l: &Option<String>| l.as_deref().is_none_or(|l| !l.contains('\n'));
+                if crate::system::devices::DevId::parse(device).is_none() {
+                    Err(format!("`{device}` is not a device number"))
+                } else if !one_line(model) || !one_line(qos) {
+                    Err(format!("iocost settings of {device} span lines"))
+                } else {
+                    Ok(())
+                }
+            }
             Change::UnitLimits { unit, .. } => {
                 let kinds = [".service", ".scope", ".slice", ".socket", ".mount", ".swap"];
                 if !unit.contains('/') && kinds.iter().any(|k| unit.ends_with(k)) {

@@ -60,13 +60,40 @@ pub fn procs_below(dir: &Path) -> Vec<u32> {
     out
 }
 
-/// True when iocost is on for `dev` in the hierarchy mounted at `root` (`io.cost.qos` says
-/// `enable=1`): then `io.weight` works for it; otherwise only `io.max` limits writeback.
-pub fn iocost_enabled(root: &Path, dev: DevId) -> bool {
-    let qos = std::fs::read_to_string(root.join("io.cost.qos")).unwrap_or_default();
+/// A disk's lines in the root cgroup's `io.cost.model` and `io.cost.qos`, without the device
+/// number; a line is `None` until the kernel has set iocost up for the disk.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IocostLines {
+    pub model: Option<String>,
+    pub qos: Option<String>,
+}
+
+impl IocostLines {
+    /// Whether iocost is on for the disk: then `io.weight` works for it; otherwise only
+    /// `io.max` limits writeback.
+    pub fn enabled(&self) -> bool {
+        self.qos
+            .as_deref()
+            .is_some_and(|q| q.split_whitespace().any(|w| w == "enable=1"))
+    }
+}
+
+/// `dev`'s iocost settings in the hierarchy mounted at `root`; `None` when the kernel has no
+/// iocost (no `io.cost.qos` in the root cgroup).
+pub fn iocost_lines(root: &Path, dev: DevId) -> Option<IocostLines> {
     let prefix = format!("{dev} ");
-    qos.lines()
-        .any(|l| l.starts_with(&prefix) && l.contains("enable=1"))
+    let line = |file: &str| -> Option<Option<String>> {
+        let text = std::fs::read_to_string(root.join(file)).ok()?;
+        Some(
+            text.lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .map(|l| l.trim().to_string()),
+        )
+    };
+    Some(IocostLines {
+        qos: line("io.cost.qos")?,
+        model: line("io.cost.model")?,
+    })
 }
 
 /// A process's cgroup, as the path below the hierarchy's root (`/` for the root itself).
@@ -161,8 +188,27 @@ mod tests {
         assert!(subtree_controllers(dir.path()).is_empty());
         assert_eq!(procs(dir.path()), [12, 34]);
         let dev = |major, minor| DevId { major, minor };
-        assert!(iocost_enabled(dir.path(), dev(254, 16)));
-        assert!(!iocost_enabled(dir.path(), dev(8, 0)));
-        assert!(!iocost_enabled(dir.path(), dev(254, 1)));
+        assert_eq!(
+            iocost_lines(dir.path(), dev(254, 16)),
+            None,
+            "no io.cost.model"
+        );
+        std::fs::write(
+            dir.path().join("io.cost.model"),
+            "254:16 ctrl=auto model=linear rbps=1\n",
+        )
+        .unwrap();
+        let vdb = iocost_lines(dir.path(), dev(254, 16)).unwrap();
+        assert!(vdb.enabled());
+        assert_eq!(vdb.qos.as_deref(), Some("enable=1 ctrl=user"));
+        assert_eq!(vdb.model.as_deref(), Some("ctrl=auto model=linear rbps=1"));
+        let sda = iocost_lines(dir.path(), dev(8, 0)).unwrap();
+        assert!(!sda.enabled());
+        assert_eq!(sda.model, None);
+        // A disk the kernel has not set iocost up for has no line yet.
+        assert_eq!(
+            iocost_lines(dir.path(), dev(254, 1)).unwrap(),
+            IocostLines::default()
+        );
     }
 }

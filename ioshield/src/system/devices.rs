@@ -138,6 +138,12 @@ pub fn identity(disk: &Disk) -> Option<String> {
     Some(format!("model:{model}:sectors:{}", read("size")?))
 }
 
+/// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
+/// on those, not on device-mapper or md devices.
+pub fn is_blk_mq(dev: DevId) -> bool {
+    Path::new(&format!("/sys/dev/block/{dev}/mq")).is_dir()
+}
+
 /// The kernel name of `dev` when it is a whole disk itself (not a partition), e.g. `vdb`.
 pub fn whole_disk_name(dev: DevId) -> Option<String> {
     let sys = std::fs::canonicalize(format!("/sys/dev/block/{dev}")).ok()?;

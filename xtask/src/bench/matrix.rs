@@ -174,6 +174,10 @@ fn variant_env(lines: &str) -> Vec<String> {
             Some((key, value)) if key.starts_with("bdi.") => {
                 bdi.push(format!("{}={value}", &key["bdi.".len()..]));
             }
+            // stall.sh writes the data disk's `bandwidth` itself (auto unless told).
+            Some(("bandwidth", value)) => {
+                env.push(format!("BANDWIDTH={}", value.trim_matches('"')));
+            }
             Some((key, value)) if key.starts_with("iocost.") => {
                 let name = key["iocost.".len()..].to_uppercase();
                 env.push(format!("IOCOST_{name}={value}"));
@@ -193,14 +197,15 @@ fn variant_env(lines: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn variant_lines_go_to_the_daemon_the_bdi_or_iocost() {
+    fn variant_lines_go_to_the_daemon_the_bdi_iocost_or_the_disks_speed() {
         assert_eq!(
             super::variant_env(
                 "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
-                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\""
+                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\""
             ),
             [
                 "IOCOST_QOS=enable=1 min=100",
+                "BANDWIDTH=25MB/s",
                 "BDI=max_bytes=8000000 strict_limit=1",
                 "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",
             ]

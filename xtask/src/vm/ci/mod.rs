@@ -101,6 +101,15 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             let auto = stall_as("ioshield-auto", "ioshield", &["BANDWIDTH=auto"])
                 .and_then(|p| compare(&p, &none));
             report(series, "ioshield-auto", auto);
+            // Both kernels of the bed have iocost: the shipped configuration turns it on for
+            // the disk while it restricts (stall.sh fails the run if it is not put back).
+            for name in ["ioshield", "ioshield-auto"] {
+                report(
+                    series,
+                    &format!("{name} iocost"),
+                    held_by_iocost(&dir.join(name)),
+                );
+            }
         }
     }
     println!(
@@ -111,6 +120,21 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
         bail!("{failed} vm checks failed (logs in {})", out.display());
     }
     Ok(())
+}
+
+/// The daemon's first restriction in a stall run held the offender by iocost weight.
+fn held_by_iocost(run: &Path) -> Result<String> {
+    let log = run.join("results/daemon.log");
+    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    let restrict = text
+        .lines()
+        .find(|l| l.contains("restrict pid"))
+        .context("the daemon restricted nothing")?;
+    if !restrict.contains("io.weight=1 (iocost on") {
+        bail!("not held by iocost weight: {restrict}");
+    }
+    let at = restrict.find("io.weight").unwrap_or(0);
+    Ok(restrict[at..].to_string())
 }
 
 /// Longest pause of each innocent load, in seconds.

@@ -1,0 +1,326 @@
+//! iocost on a disk for as long as a restriction there needs it. With iocost on, the offender's
+//! cgroup gets `io.weight` 1 instead of an `io.max` limit: it is held back only while others
+//! want the disk, and otherwise writes at the disk's speed (docs/bench/candidates-6.12.md).
+//! iocost needs a model of what the disk can do; ioshield writes a linear one from the disk's
+//! measured write speed and pins the virtual rate at 100% of it, the setting the bench measured
+//! (the kernel's own rate control raises the rate as long as requests complete within its
+//! latency targets, which lets a backlog build on a disk that queues deeply). The disk's
+//! previous settings are journaled first and written back on release, on exit and after a crash.
+use anyhow::{Result, anyhow};
+
+use super::{Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs};
+use crate::{
+    journal::Change,
+    system::{
+        cgroups::{self, IocostLines},
+        devices::DevId,
+    },
+};
+
+/// The `io.cost.qos` ioshield writes, as the kernel prints it back: on, user-set, the virtual
+/// rate pinned at 100% of the model. Also how a restarted daemon or the undo recognises the
+/// setting as ioshield's.
+pub const QOS: &str =
+    "enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00";
+
+/// The highest write speed a model is written with: a restriction whose write limit is lifted
+/// (an unmeasured disk that must show its speed) leaves iocost nothing to hold back.
+const MODEL_MAX_BPS: u64 = 1_000_000_000_000;
+/// Reads are not what ioshield is about: a model made from the disk's write speed must not slow
+/// them, so they are costed as a fast disk's.
+const READ_BPS: u64 = 1_000_000_000;
+const READ_IOPS: u64 = 100_000;
+
+/// The `io.cost.model` line (without the device) for a disk that writes `wbps` bytes per
+/// second: a 4 KiB write costs as much per I/O as per byte, as a hand-made model for the test
+/// bed's disk did (wbps 25 MB/s, 6000 IOPS).
+pub fn model_line(wbps: u64) -> String {
+    let wbps = wbps.clamp(1_000_000, MODEL_MAX_BPS);
+    let wiops = (wbps / 4096).max(1);
+    format!(
+        "ctrl=user model=linear rbps={} rseqiops={} rrandiops={} wbps={wbps} wseqiops={wiops} \
+         wrandiops={wiops}",
+        READ_BPS.max(wbps),
+        READ_IOPS.max(wiops),
+        READ_IOPS.max(wiops)
+    )
+}
+
+/// A disk's iocost as ioshield finds it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// The kernel has no iocost.
+    Unavailable,
+    Off,
+    /// Turned on by ioshield (its [`QOS`]).
+    Ours,
+    /// Turned on by someone else (an administrator, systemd's udev helper): used as it is.
+    Foreign,
+}
+
+pub fn state(root: &std::path::Path, dev: DevId) -> State {
+    match cgroups::iocost_lines(root, dev) {
+        None => State::Unavailable,
+        Some(l) if !l.enabled() => State::Off,
+        Some(l) if l.qos.as_deref().is_some_and(is_ours) => State::Ours,
+        Some(_) => State::Foreign,
+    }
+}
+
+fn is_ours(qos: &str) -> bool {
+    qos.split_whitespace().eq(QOS.split_whitespace())
+}
+
+impl Actuator {
+    /// Turns iocost on for `dev` with a model of `wbps`, or moves the model of the iocost ioshield
+    /// turned on. The disk's settings are journaled before the first write. Returns false, and
+    /// changes nothing, when iocost on the disk is someone else's.
+    pub(super) fn set_iocost(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        dev: DevId,
+        wbps: u64,
+    ) -> Result<bool> {
+        let device = dev.to_string();
+        let before = cgroups::iocost_lines(&fs.root, dev)
+            .ok_or_else(|| anyhow!("the kernel has no iocost"))?;
+        // One restriction per disk at a time; a restriction that failed half-way leaves its
+        // entry until exit, and the next one on the disk goes on with it.
+        let recorded = self
+            .journal
+            .changes()
+            .iter()
+            .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
+        if !recorded {
+            if before.enabled() {
+                // Someone else's, even when set as ioshield would set it.
+                return Ok(false);
+            }
+            self.journal.record(Change::Iocost {
+                restriction: id,
+                device: device.clone(),
+                model: before.model.clone(),
+                qos: before.qos.clone(),
+            })?;
+        }
+        let root = std::path::Path::new("/");
+        fs.write_file(
+            root,
+            "io.cost.model",
+            &format!("{device} {}", model_line(wbps)),
+        )?;
+        if !recorded {
+            fs.write_file(root, "io.cost.qos", &format!("{device} {QOS}"))?;
+        }
+        Ok(true)
+    }
+
+    /// `limits` as they can be carried out: iocost turned on (or its model moved) where they
+    /// hold the offender by weight, and `io.max` instead where that fails (a disk iocost does
+    /// not support, someone else's iocost appearing meanwhile).
+    pub(super) fn hold_by(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        limits: &CgroupLimits,
+    ) -> CgroupLimits {
+        let mut l = limits.clone();
+        if let WriteControl::Weight {
+            weight,
+            model: Some(m),
+            fallback,
+        } = l.write
+        {
+            match self.set_iocost(fs, id, l.dev, m) {
+                Ok(true) => {}
+                Ok(false) => {
+                    l.write = WriteControl::Weight {
+                        weight,
+                        model: None,
+                        fallback,
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!("{}: cannot turn iocost on ({e:#}): io.max instead", l.dev);
+                    l.write = WriteControl::Limit(fallback);
+                }
+            }
+        }
+        l
+    }
+
+    /// Writes back a disk's iocost settings from before ioshield turned iocost on, unless
+    /// someone changed them since.
+    pub(super) fn undo_iocost(&self, change: &Change, r: &mut UndoReport) {
+        let Change::Iocost {
+            device, model, qos, ..
+        } = change
+        else {
+            return;
+        };
+        let Some(fs) = &self.cgroupfs else {
+            return r.fail(
+                change,
+                format!("no cgroup hierarchy to restore iocost on {device}"),
+            );
+        };
+        let Some(dev) = DevId::parse(device) else {
+            return r.fail(change, format!("`{device}` is not a device number"));
+        };
+        let now = cgroups::iocost_lines(&fs.root, dev).unwrap_or_default();
+        if !now.qos.as_deref().is_some_and(is_ours) {
+            if now
+                != (IocostLines {
+                    model: model.clone(),
+                    qos: qos.clone(),
+                })
+            {
+                r.kept.push(format!(
+                    "iocost on {device} was changed by someone else, left as is"
+                ));
+            }
+            return;
+        }
+        let root = std::path::Path::new("/");
+        // A disk iocost had not been set up for gets the kernel's defaults: off, its own model.
+        let qos = qos.as_deref().unwrap_or("enable=0 ctrl=auto");
+        let model = model.as_deref().unwrap_or("ctrl=auto");
+        let result = fs
+            .write_file(root, "io.cost.qos", &format!("{device} {qos}"))
+            .and_then(|()| fs.write_file(root, "io.cost.model", &format!("{device} {model}")));
+        match result {
+            Ok(()) => r.restored += 1,
+            Err(e) => r.fail(change, format!("restoring iocost on {device}: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Journal;
+
+    #[test]
+    fn the_model_follows_the_disk_and_leaves_reads_alone() {
+        assert_eq!(
+            model_line(25_000_000),
+            "ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 \
+             wbps=25000000 wseqiops=6103 wrandiops=6103"
+        );
+        // Lifted: nothing left to hold back, and still a model the kernel takes.
+        assert!(model_line(u64::MAX).contains(" wbps=1000000000000 "));
+        assert!(model_line(0).contains(" wbps=1000000 "));
+    }
+
+    fn bed() -> (tempfile::TempDir, Actuator, DevId) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cgroup");
+        std::fs::create_dir_all(&root).unwrap();
+        // As a kernel that has not set iocost up for the disk yet shows it.
+        std::fs::write(root.join("io.cost.qos"), "").unwrap();
+        std::fs::write(root.join("io.cost.model"), "").unwrap();
+        let (journal, _) = Journal::open(&dir.path().join("state.json")).unwrap();
+        let actuator = Actuator::new(journal, Some(Cgroupfs { root }), None);
+        (
+            dir,
+            actuator,
+            DevId {
+                major: 254,
+                minor: 16,
+            },
+        )
+    }
+
+    #[test]
+    fn iocost_is_journaled_before_it_is_turned_on_and_put_back_after() {
+        let (dir, mut actuator, dev) = bed();
+        let root = dir.path().join("cgroup");
+        let fs = actuator.cgroupfs.clone().unwrap();
+        assert_eq!(state(&root, dev), State::Off);
+        assert!(actuator.set_iocost(&fs, 3, dev, 25_000_000).unwrap());
+        // The stand-in files hold what was written last, as the kernel would print it.
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            format!("254:16 {QOS}")
+        );
+        assert_eq!(state(&root, dev), State::Ours);
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(
+            left,
+            [Change::Iocost {
+                restriction: 3,
+                device: "254:16".into(),
+                model: None,
+                qos: None
+            }]
+        );
+        // A new speed moves the model, without a second entry.
+        actuator.set_iocost(&fs, 3, dev, 40_000_000).unwrap();
+        assert!(
+            std::fs::read_to_string(root.join("io.cost.model"))
+                .unwrap()
+                .contains(" wbps=40000000 ")
+        );
+        assert_eq!(actuator.journal.changes().len(), 1);
+
+        let mut r = UndoReport::default();
+        actuator.undo_iocost(&left[0], &mut r);
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            "254:16 enable=0 ctrl=auto"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.model")).unwrap(),
+            "254:16 ctrl=auto"
+        );
+    }
+
+    #[test]
+    fn someone_elses_iocost_is_neither_taken_over_nor_undone() {
+        let (dir, mut actuator, dev) = bed();
+        let root = dir.path().join("cgroup");
+        let fs = actuator.cgroupfs.clone().unwrap();
+        let theirs = "254:16 enable=1 ctrl=user rpct=90.00 rlat=10000 wpct=90.00 wlat=10000 \
+                      min=50.00 max=150.00";
+        std::fs::write(root.join("io.cost.qos"), theirs).unwrap();
+        assert_eq!(state(&root, dev), State::Foreign);
+        assert!(!actuator.set_iocost(&fs, 1, dev, 25_000_000).unwrap());
+        assert!(actuator.journal.changes().is_empty());
+        // Even when set just as ioshield sets it: not in ioshield's journal, not ioshield's.
+        std::fs::write(root.join("io.cost.qos"), format!("254:16 {QOS}")).unwrap();
+        let limits = CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight: 1,
+                model: Some(25_000_000),
+                fallback: 18_750_000,
+            },
+            memory_high: None,
+        };
+        assert_eq!(
+            actuator.hold_by(&fs, 1, &limits).write,
+            WriteControl::Weight {
+                weight: 1,
+                model: None,
+                fallback: 18_750_000
+            }
+        );
+        assert!(actuator.journal.changes().is_empty());
+
+        // Turned on by ioshield, then changed by an administrator: theirs stays.
+        std::fs::write(root.join("io.cost.qos"), "").unwrap();
+        actuator.set_iocost(&fs, 2, dev, 25_000_000).unwrap();
+        std::fs::write(root.join("io.cost.qos"), theirs).unwrap();
+        let change = actuator.journal.changes()[0].clone();
+        let mut r = UndoReport::default();
+        actuator.undo_iocost(&change, &mut r);
+        assert_eq!(r.restored, 0);
+        assert_eq!(r.kept.len(), 1, "{r:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            theirs
+        );
+    }
+}
