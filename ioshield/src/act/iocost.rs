@@ -323,4 +323,29 @@ mod tests {
             theirs
         );
     }
+
+    #[tokio::test]
+    async fn the_next_start_after_a_crash_puts_the_disk_back() {
+        let (dir, mut actuator, dev) = bed();
+        let root = dir.path().join("cgroup");
+        let fs = actuator.cgroupfs.clone().unwrap();
+        let before = "254:16 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 \
+                      min=1.00 max=10000.00";
+        std::fs::write(root.join("io.cost.qos"), before).unwrap();
+        assert!(actuator.set_iocost(&fs, 1, dev, 25_000_000).unwrap());
+        // Killed here: the next instance finds the entry in the state file.
+        drop(actuator);
+        let (journal, leftovers) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(leftovers.len(), 1, "{leftovers:?}");
+        let mut next = Actuator::new(journal, Some(fs), None);
+        let report = next.recover(leftovers).await;
+        assert_eq!((report.restored, report.errors.len()), (1, 0), "{report:?}");
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            before
+        );
+        assert_eq!(next.pending_undos(), 0);
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert!(left.is_empty(), "{left:?}");
+    }
 }
