@@ -249,7 +249,7 @@ pub fn method_for(
 
 /// iocost weight where someone set iocost up on the disk (`state`), or where ioshield may turn
 /// it on (the configuration allows it, the kernel has it, the disk is multi-queue, and its speed
-/// is known); else `io.max` at `wbps`.
+/// is known, not only a lower bound); else `io.max` at `wbps`.
 ///
 /// The speed must be known because iocost with a pinned rate holds every cgroup's writes to the
 /// model: a model from the assumed 25 MB/s would hold a fast disk there, and raising it step by
@@ -271,7 +271,7 @@ fn write_control(
     };
     match (state, allowed) {
         (iocost::State::Foreign, _) => weight(None),
-        (iocost::State::Off | iocost::State::Ours, Iocost::Auto) if blk_mq && estimate.measured => {
+        (iocost::State::Off | iocost::State::Ours, Iocost::Auto) if blk_mq && estimate.capacity => {
             weight(Some(estimate.bytes_per_sec as u64))
         }
         _ => WriteControl::Limit(wbps),
@@ -297,6 +297,7 @@ mod tests {
         bytes_per_sec: 30e6,
         source: "configured",
         measured: true,
+        capacity: true,
     };
 
     #[test]
@@ -377,6 +378,7 @@ mod tests {
         // Not before the disk's speed is known: io.max lets the disk show it.
         let assumed = Estimate {
             measured: false,
+            capacity: false,
             ..MEASURED
         };
         assert_eq!(
@@ -386,6 +388,15 @@ mod tests {
         assert_eq!(
             write_control(State::Foreign, Iocost::Auto, true, assumed, 18_750_000),
             theirs_at(18_750_000)
+        );
+        // Nor from a lower bound: the model would hold every writer to it.
+        let floor = Estimate {
+            capacity: false,
+            ..MEASURED
+        };
+        assert_eq!(
+            write_control(State::Off, Iocost::Auto, true, floor, 22_500_000),
+            WriteControl::Limit(22_500_000)
         );
 
         let m = Method::Cgroup(CgroupLimits {

@@ -62,6 +62,10 @@ pub struct Estimate {
     /// from it could hold a fast disk's writer far below its speed for good (a limited writer
     /// never keeps the disk busy enough to be measured).
     pub measured: bool,
+    /// Whether the figure is what the disk can do (measured under a backlog, in an earlier run,
+    /// or configured), not a lower bound from what it wrote without one: iocost holds every
+    /// writer of the disk to the model, so a model from a lower bound would never be raised.
+    pub capacity: bool,
 }
 
 impl Estimate {
@@ -70,6 +74,7 @@ impl Estimate {
         bytes_per_sec: UNMEASURED,
         source: "not yet measured, assumed as slow as a USB stick",
         measured: false,
+        capacity: false,
     };
 }
 
@@ -209,6 +214,7 @@ impl BandwidthEstimator {
                 bytes_per_sec: b as f64,
                 source: "configured",
                 measured: true,
+                capacity: true,
             };
         }
         match self.learned.get(&dev) {
@@ -220,6 +226,7 @@ impl BandwidthEstimator {
                     Source::Queued => "measured under a backlog",
                 },
                 measured: true,
+                capacity: source != Source::Floor,
             },
             _ => Estimate::ASSUMED,
         }
@@ -382,6 +389,7 @@ mod tests {
             measured(&e),
             Some((40e6, "at least what it wrote for 5 s without a backlog"))
         );
+        assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
         // A steadier, faster stretch raises the floor; a slower one does not lower it.
         for _ in 0..5 {
             e.observe(&second(50_000_000, 0.6));
@@ -395,6 +403,7 @@ mod tests {
         e.observe(&backlog(30_000_000));
         e.observe(&backlog(30_000_000));
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
+        assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
         // Slower stretches never lower it; a faster one proves it low.
         for _ in 0..5 {
             e.observe(&second(20_000_000, 0.6));
