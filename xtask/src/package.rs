@@ -61,6 +61,15 @@ pub fn run_all() -> Result<()> {
 /// about.toml), from the crates' own licence files.
 fn third_party_licences(root: &Path) -> Result<()> {
     let dest = root.join(ASSETS).join("THIRD-PARTY-LICENSES");
+    // cargo about reads `cargo metadata` for every platform, which needs every platform's
+    // crates in the registry cache (a build fetches only Linux's): on a fresh machine
+    // `--offline` failed on a Windows-only crate (anstyle-wincon) until this fetch.
+    run(command(env!("CARGO")).current_dir(root).args([
+        "fetch",
+        "--locked",
+        "--manifest-path",
+        "ioshield/Cargo.toml",
+    ]))?;
     run(command(env!("CARGO"))
         .current_dir(root)
         // --offline: the licence texts come from the crates' own sources (only the package

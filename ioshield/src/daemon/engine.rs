@@ -15,7 +15,7 @@ use super::{
     status::{self, Status},
 };
 use crate::{
-    act::{Actuator, CgroupAction, method::method_for},
+    act::{Actuator, CgroupAction, Method, method::method_for},
     config::{Bandwidth, Config, DevicePolicy},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, UNMEASURED},
@@ -324,7 +324,12 @@ impl Engine {
             rt.bandwidth_logged = Some(bw);
         }
         rt.bandwidth = Some(estimate);
-        self.metrics.disk(disk, bw, rt.state.held.is_some());
+        self.metrics.disk(
+            disk,
+            bw,
+            rt.state.held.is_some(),
+            rt.method.as_ref().is_some_and(Method::uses_iocost),
+        );
 
         let scores = offender::scores(
             tree,

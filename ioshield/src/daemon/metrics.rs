@@ -66,6 +66,7 @@ pub struct Metrics {
     pub dirtied_bytes: Family<DeviceLabel, Counter>,
     pub throttled_seconds: Family<DeviceLabel, FloatCounter>,
     pub offenders: Family<DeviceLabel, Gauge>,
+    pub iocost: Family<DeviceLabel, Gauge>,
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
     pub actions: Family<ActionLabel, Counter>,
     pub undone_changes: Counter,
@@ -85,6 +86,7 @@ impl Metrics {
             dirtied_bytes: Family::default(),
             throttled_seconds: Family::default(),
             offenders: Family::default(),
+            iocost: Family::default(),
             bandwidth: Family::default(),
             actions: Family::default(),
             undone_changes: Counter::default(),
@@ -110,6 +112,12 @@ impl Metrics {
             "offenders",
             "Process subtrees currently restricted, per disk",
             m.offenders.clone(),
+        );
+        registry.register(
+            "iocost",
+            "1 while the disk's restricted offender is held by iocost weight (io.weight 1) \
+             instead of a write limit",
+            m.iocost.clone(),
         );
         registry.register(
             "bandwidth_bytes_per_second",
@@ -204,12 +212,15 @@ impl Metrics {
     }
 
     /// A disk's current bandwidth and whether an offender is restricted on it.
-    pub fn disk(&self, disk: &Disk, bandwidth: f64, restricted: bool) {
+    pub fn disk(&self, disk: &Disk, bandwidth: f64, restricted: bool, by_iocost: bool) {
         let label = DeviceLabel::of(disk);
         self.bandwidth.get_or_create(&label).set(bandwidth);
         self.offenders
             .get_or_create(&label)
             .set(i64::from(restricted));
+        self.iocost
+            .get_or_create(&label)
+            .set(i64::from(restricted && by_iocost));
     }
 
     /// Feeds the kernel's cumulative per-program run count and time.
@@ -283,6 +294,15 @@ mod tests {
                 name: Some("vdb".into()),
             }))
             .inc_by(4096);
+        m.disk(
+            &Disk {
+                id: Default::default(),
+                name: Some("vdb".into()),
+            },
+            30e6,
+            true,
+            true,
+        );
         m.actions
             .get_or_create(&ActionLabel {
                 action: "restrict".into(),
@@ -308,6 +328,10 @@ mod tests {
         );
         assert!(
             text.contains("# TYPE ioshield_undone_changes_total counter\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ioshield_iocost{device=\"vdb\"} 1\n"),
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");
