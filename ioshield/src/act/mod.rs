@@ -4,7 +4,7 @@ pub mod cgroup;
 mod cgroup_moves;
 mod demote;
 pub mod identity;
-mod iocost;
+pub mod iocost;
 pub mod ioprio;
 pub mod method;
 mod pending;

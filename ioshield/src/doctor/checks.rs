@@ -2,8 +2,8 @@
 //! programs and systemd, trying the real thing).
 use super::Finding;
 use crate::{
-    act::{CgroupAction, cgroup::Cgroupfs, method::method_for, systemd::Systemd},
-    config::Config,
+    act::{CgroupAction, cgroup::Cgroupfs, iocost, method::method_for, systemd::Systemd},
+    config::{Config, Iocost},
     probe::Probe,
     system::{bdi, cgroups, devices, host, kernel},
 };
@@ -176,11 +176,19 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
             } else {
                 "per-BDI byte limits not available (kernel < 6.2)"
             };
+            let iocost = match &action {
+                Ok(CgroupAction::Cgroupfs(fs)) => iocost_note(
+                    fs.iocost(disk.id),
+                    policy.iocost,
+                    devices::is_blk_mq(disk.id),
+                ),
+                _ => "",
+            };
             let what = format!("disk {}", disk.label());
             let what_it_does = note
                 .map(|n| n.trim_start_matches("action auto: ").to_string())
                 .unwrap_or_else(|| method.describe());
-            let detail = format!("action auto: {what_it_does}; {knobs}");
+            let detail = format!("action auto: {what_it_does}{iocost}; {knobs}");
             if note_is_fallback(&method) {
                 Finding::degraded(&what, detail)
             } else {
@@ -192,4 +200,31 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
 
 fn note_is_fallback(method: &crate::act::Method) -> bool {
     matches!(method, crate::act::Method::Ioprio)
+}
+
+/// What iocost will do for a disk: `doctor` does not read the speeds file, so the method it
+/// shows is the one for a disk not yet measured (io.max).
+fn iocost_note(state: iocost::State, allowed: Iocost, blk_mq: bool) -> &'static str {
+    match (state, allowed) {
+        (iocost::State::Foreign, _) => ", held by io.weight=1 under the iocost set up on the disk",
+        (iocost::State::Unavailable, _) => ", no iocost in this kernel",
+        (_, Iocost::Off) => "",
+        (_, Iocost::Auto) if !blk_mq => ", no iocost on this disk (not multi-queue)",
+        (_, Iocost::Auto) => ", io.weight=1 under iocost once the disk's speed is measured",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn doctor_says_when_iocost_takes_over() {
+        use iocost::State;
+        assert!(iocost_note(State::Off, Iocost::Auto, true).contains("once the disk's speed"));
+        assert!(iocost_note(State::Off, Iocost::Auto, false).contains("not multi-queue"));
+        assert_eq!(iocost_note(State::Off, Iocost::Off, true), "");
+        assert!(iocost_note(State::Foreign, Iocost::Off, true).contains("set up on the disk"));
+        assert!(iocost_note(State::Unavailable, Iocost::Auto, true).contains("no iocost"));
+    }
 }
