@@ -23,8 +23,9 @@ use crate::{
 pub const QOS: &str =
     "enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00";
 
-/// The highest write speed a model is written with: a restriction whose write limit is lifted
-/// (an unmeasured disk that must show its speed) leaves iocost nothing to hold back.
+/// The range of write speeds a model is written with (a configured `bandwidth` may lie outside
+/// it); the kernel needs at least one page per second.
+const MODEL_MIN_BPS: u64 = 1_000_000;
 const MODEL_MAX_BPS: u64 = 1_000_000_000_000;
 /// Reads are not what ioshield is about: a model made from the disk's write speed must not slow
 /// them, so they are costed as a fast disk's.
@@ -35,7 +36,7 @@ const READ_IOPS: u64 = 100_000;
 /// second: a 4 KiB write costs as much per I/O as per byte, as a hand-made model for the test
 /// bed's disk did (wbps 25 MB/s, 6000 IOPS).
 pub fn model_line(wbps: u64) -> String {
-    let wbps = wbps.clamp(1_000_000, MODEL_MAX_BPS);
+    let wbps = wbps.clamp(MODEL_MIN_BPS, MODEL_MAX_BPS);
     let wiops = (wbps / 4096).max(1);
     format!(
         "ctrl=user model=linear rbps={} rseqiops={} rrandiops={} wbps={wbps} wseqiops={wiops} \
@@ -208,12 +209,18 @@ mod tests {
             "ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 \
              wbps=25000000 wseqiops=6103 wrandiops=6103"
         );
-        // Lifted: nothing left to hold back, and still a model the kernel takes.
+        // Out of range (a configured bandwidth): still a model the kernel takes.
         assert!(model_line(u64::MAX).contains(" wbps=1000000000000 "));
         assert!(model_line(0).contains(" wbps=1000000 "));
     }
 
-    fn bed() -> (tempfile::TempDir, Actuator, DevId) {
+    fn bed() -> (
+        tempfile::TempDir,
+        Actuator,
+        DevId,
+        std::path::PathBuf,
+        Cgroupfs,
+    ) {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("cgroup");
         std::fs::create_dir_all(&root).unwrap();
@@ -221,22 +228,18 @@ mod tests {
         std::fs::write(root.join("io.cost.qos"), "").unwrap();
         std::fs::write(root.join("io.cost.model"), "").unwrap();
         let (journal, _) = Journal::open(&dir.path().join("state.json")).unwrap();
-        let actuator = Actuator::new(journal, Some(Cgroupfs { root }), None);
-        (
-            dir,
-            actuator,
-            DevId {
-                major: 254,
-                minor: 16,
-            },
-        )
+        let fs = Cgroupfs { root: root.clone() };
+        let actuator = Actuator::new(journal, Some(fs.clone()), None);
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        (dir, actuator, dev, root, fs)
     }
 
     #[test]
     fn iocost_is_journaled_before_it_is_turned_on_and_put_back_after() {
-        let (dir, mut actuator, dev) = bed();
-        let root = dir.path().join("cgroup");
-        let fs = actuator.cgroupfs.clone().unwrap();
+        let (dir, mut actuator, dev, root, fs) = bed();
         assert_eq!(state(&root, dev), State::Off);
         assert!(actuator.set_iocost(&fs, 3, dev, 25_000_000).unwrap());
         // The stand-in files hold what was written last, as the kernel would print it.
@@ -279,9 +282,7 @@ mod tests {
 
     #[test]
     fn someone_elses_iocost_is_neither_taken_over_nor_undone() {
-        let (dir, mut actuator, dev) = bed();
-        let root = dir.path().join("cgroup");
-        let fs = actuator.cgroupfs.clone().unwrap();
+        let (_dir, mut actuator, dev, root, fs) = bed();
         let theirs = "254:16 enable=1 ctrl=user rpct=90.00 rlat=10000 wpct=90.00 wlat=10000 \
                       min=50.00 max=150.00";
         std::fs::write(root.join("io.cost.qos"), theirs).unwrap();
@@ -326,9 +327,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_next_start_after_a_crash_puts_the_disk_back() {
-        let (dir, mut actuator, dev) = bed();
-        let root = dir.path().join("cgroup");
-        let fs = actuator.cgroupfs.clone().unwrap();
+        let (dir, mut actuator, dev, root, fs) = bed();
         let before = "254:16 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 \
                       min=1.00 max=10000.00";
         std::fs::write(root.join("io.cost.qos"), before).unwrap();

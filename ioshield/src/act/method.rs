@@ -146,22 +146,15 @@ impl Method {
         self.with_write_limit(NO_WRITE_LIMIT)
     }
 
-    /// The same restriction with another write limit (memory.high kept); under ioshield's
-    /// iocost, the disk modelled at that speed. Other kinds as they are.
+    /// The same restriction with another write limit (memory.high kept). Weights as they are:
+    /// the probe for an unmeasured disk never meets ioshield's iocost, which waits for the
+    /// disk's measured speed.
     pub fn with_write_limit(mut self, wbps: u64) -> Method {
         match &mut self {
-            Method::Cgroup(l) => match &mut l.write {
-                WriteControl::Limit(w) => *w = wbps,
-                WriteControl::Weight {
-                    model: Some(m),
-                    fallback,
-                    ..
-                } => {
-                    *m = wbps;
-                    *fallback = wbps;
-                }
-                WriteControl::Weight { model: None, .. } => {}
-            },
+            Method::Cgroup(CgroupLimits {
+                write: WriteControl::Limit(w),
+                ..
+            }) => *w = wbps,
             Method::SystemdScope(l) => l.wbps = wbps,
             _ => {}
         }
@@ -257,7 +250,7 @@ pub fn method_for(
 /// the model went from 25 to 50 MB/s on the bed's ~25 MB/s disk). Under `io.max` an unmeasured
 /// disk shows its speed with the backlog the offender left (`detect::bandwidth`); the
 /// restriction moves to iocost once it has, and later restrictions start there.
-fn write_control(
+pub fn write_control(
     state: iocost::State,
     allowed: Iocost,
     blk_mq: bool,
@@ -410,11 +403,8 @@ mod tests {
             m.describe(),
             "io.weight=1 (iocost on, disk modelled at 30.0MB/s)"
         );
-        // The probe for an unmeasured disk moves the model; lifted, iocost holds nothing back.
-        assert_eq!(
-            m.clone().with_write_limit(50_000_000).write_limit(),
-            Some(50_000_000)
-        );
-        assert_eq!(m.without_write_limit().write_limit(), Some(NO_WRITE_LIMIT));
+        // The model follows the disk's measured speed, not a write limit.
+        assert_eq!(m.clone().with_write_limit(50_000_000), m);
+        assert_eq!(m.clone().without_write_limit(), m);
     }
 }

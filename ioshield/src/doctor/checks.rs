@@ -2,8 +2,15 @@
 //! programs and systemd, trying the real thing).
 use super::Finding;
 use crate::{
-    act::{CgroupAction, cgroup::Cgroupfs, iocost, method::method_for, systemd::Systemd},
+    act::{
+        CgroupAction, WriteControl,
+        cgroup::Cgroupfs,
+        iocost,
+        method::{method_for, write_control},
+        systemd::Systemd,
+    },
     config::{Config, Iocost},
+    detect::bandwidth::Estimate,
     probe::Probe,
     system::{bdi, cgroups, devices, host, kernel},
 };
@@ -202,15 +209,29 @@ fn note_is_fallback(method: &crate::act::Method) -> bool {
     matches!(method, crate::act::Method::Ioprio)
 }
 
-/// What iocost will do for a disk: `doctor` does not read the speeds file, so the method it
-/// shows is the one for a disk not yet measured (io.max).
+/// What iocost will do for a disk, by the rule restrictions follow (`method::write_control`
+/// for a disk whose speed is measured): `doctor` does not read the speeds file, so the method
+/// it shows is the one for a disk not yet measured (io.max).
 fn iocost_note(state: iocost::State, allowed: Iocost, blk_mq: bool) -> &'static str {
-    match (state, allowed) {
-        (iocost::State::Foreign, _) => ", held by io.weight=1 under the iocost set up on the disk",
-        (iocost::State::Unavailable, _) => ", no iocost in this kernel",
-        (_, Iocost::Off) => "",
-        (_, Iocost::Auto) if !blk_mq => ", no iocost on this disk (not multi-queue)",
-        (_, Iocost::Auto) => ", io.weight=1 under iocost once the disk's speed is measured",
+    let measured = Estimate {
+        measured: true,
+        capacity: true,
+        ..Estimate::ASSUMED
+    };
+    match write_control(state, allowed, blk_mq, measured, 0) {
+        WriteControl::Weight { model: None, .. } => {
+            ", held by io.weight=1 under the iocost set up on the disk"
+        }
+        WriteControl::Weight { .. } => {
+            ", io.weight=1 under iocost once the disk's speed is measured"
+        }
+        WriteControl::Limit(_) if state == iocost::State::Unavailable => {
+            ", no iocost in this kernel"
+        }
+        WriteControl::Limit(_) if allowed == Iocost::Auto && !blk_mq => {
+            ", no iocost on this disk (not multi-queue)"
+        }
+        WriteControl::Limit(_) => "",
     }
 }
 
