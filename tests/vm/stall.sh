@@ -22,6 +22,9 @@
 #   BDI              per-BDI dirty knobs of the data disk, e.g. "max_bytes=30000000 strict_limit=1" (below)
 #   IOCOST_MODEL, IOCOST_QOS  iocost on the data disk (below)
 #   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
+#   EARLIER_SPEEDS   disk speeds "measured in an earlier run", as the daemon keeps them in its
+#                    speeds_file: "IDENTITY=BYTES_PER_S ...", e.g. "serial:data=25100000" (the
+#                    state of a machine whose disk the daemon has measured before)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
 #   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
@@ -117,6 +120,11 @@ if [ -n "${ACTION:-}" ]; then
         # TOML forbids a key twice: the default tick only when the extra lines set none.
         case ${IOSHIELD_DAEMON:-} in *tick*) ;; *) echo 'tick = "1s"' ;; esac
         toml_lines "${IOSHIELD_DAEMON:-}"
+        if [ -n "${EARLIER_SPEEDS:-}" ]; then
+            printf '%s\n' $EARLIER_SPEEDS | awk -F= '{ s = s (NR > 1 ? "," : "") "\"" $1 "\": " $2 }
+                END { print "{" s "}" }' > "$RESULTS/disks.json"
+            printf 'speeds_file = "%s"\n' "$RESULTS/disks.json"
+        fi
         # auto (the shipped default) unless told: the daemon must measure the disk itself.
         printf '\n[device."%s"]\nbandwidth = "%s"\n' "$DATA_DEV" "${BANDWIDTH:-auto}"
         toml_lines "${IOSHIELD_DEVICE:-}"

@@ -168,7 +168,8 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
 /// the data disk's BDI knobs (BDI), `iocost.model = ...` and `iocost.qos = ...` its iocost
 /// (IOCOST_MODEL, IOCOST_QOS), the others go into the daemon's device section (IOSHIELD_DEVICE).
 fn variant_env(lines: &str) -> Vec<String> {
-    let (mut bdi, mut device, mut env) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut bdi, mut device, mut env, mut earlier) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for line in lines.split(';').map(str::trim).filter(|l| !l.is_empty()) {
         match line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
             Some((key, value)) if key.starts_with("bdi.") => {
@@ -177,6 +178,10 @@ fn variant_env(lines: &str) -> Vec<String> {
             // stall.sh writes the data disk's `bandwidth` itself (auto unless told).
             Some(("bandwidth", value)) => {
                 env.push(format!("BANDWIDTH={}", value.trim_matches('"')));
+            }
+            // A speed the daemon keeps from an earlier run: `earlier.IDENTITY = BYTES_PER_S`.
+            Some((key, value)) if key.starts_with("earlier.") => {
+                earlier.push(format!("{}={value}", &key["earlier.".len()..]));
             }
             Some((key, value)) if key.starts_with("iocost.") => {
                 let name = key["iocost.".len()..].to_uppercase();
@@ -187,6 +192,9 @@ fn variant_env(lines: &str) -> Vec<String> {
     }
     if !bdi.is_empty() {
         env.push(format!("BDI={}", bdi.join(" ")));
+    }
+    if !earlier.is_empty() {
+        env.push(format!("EARLIER_SPEEDS={}", earlier.join(" ")));
     }
     if !device.is_empty() {
         env.push(format!("IOSHIELD_DEVICE={}", device.join(";")));
@@ -201,12 +209,13 @@ mod tests {
         assert_eq!(
             super::variant_env(
                 "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
-                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\""
+                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\";earlier.serial:data = 25100000"
             ),
             [
                 "IOCOST_QOS=enable=1 min=100",
                 "BANDWIDTH=25MB/s",
                 "BDI=max_bytes=8000000 strict_limit=1",
+                "EARLIER_SPEEDS=serial:data=25100000",
                 "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",
             ]
         );
