@@ -102,6 +102,9 @@ enum Source {
     Queued,
     /// A floor from periods without a queue.
     Floor,
+    /// A floor above a speed measured under a backlog (now or earlier): the disk proved faster
+    /// than measured, so this is still a figure for what it can do, not only a lower bound.
+    Above,
     /// The speeds file, from an earlier run.
     Earlier,
 }
@@ -186,7 +189,11 @@ impl BandwidthEstimator {
             Some(&(v, _)) => floor > v,
         };
         if improves {
-            self.learned.insert(dev, (floor, Source::Floor));
+            let source = match self.learned.get(&dev) {
+                Some(&(_, Source::Queued | Source::Earlier | Source::Above)) => Source::Above,
+                _ => Source::Floor,
+            };
+            self.learned.insert(dev, (floor, source));
         }
     }
 
@@ -223,6 +230,9 @@ impl BandwidthEstimator {
                 source: match source {
                     Source::Earlier => "measured in an earlier run",
                     Source::Floor => "at least what it wrote for 5 s without a backlog",
+                    Source::Above => {
+                        "what it wrote for 5 s without a backlog, above its measured speed"
+                    }
                     Source::Queued => "measured under a backlog",
                 },
                 measured: true,
@@ -364,6 +374,13 @@ mod tests {
         let mut e = BandwidthEstimator::default();
         e.seed(DEV, 25e6);
         assert_eq!(measured(&e), Some((25e6, "measured in an earlier run")));
+        assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
+        // Faster without a backlog: raised, and still the disk's capacity.
+        for _ in 0..5 {
+            e.observe(&second(27_500_000, 0.6));
+        }
+        let raised = e.estimate(DEV, Bandwidth::Auto);
+        assert_eq!((raised.bytes_per_sec, raised.capacity), (27.5e6, true));
         e.observe(&backlog(30_000_000));
         e.observe(&backlog(30_000_000));
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
@@ -413,6 +430,16 @@ mod tests {
             e.observe(&second(60_000_000, 0.6));
         }
         assert_eq!(e.learned(DEV), Some(60e6));
+        // Still the disk's capacity, not a lower bound (6.1 bench: 25.1 MB/s from an earlier
+        // run, then 27.5 MB/s written without a backlog, moved the restriction off iocost).
+        assert_eq!(
+            measured(&e),
+            Some((
+                60e6,
+                "what it wrote for 5 s without a backlog, above its measured speed"
+            ))
+        );
+        assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
         // Slower than the assumed speed proves nothing.
         let mut slow = BandwidthEstimator::default();
         for _ in 0..10 {
