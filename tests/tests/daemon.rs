@@ -468,8 +468,14 @@ fn after_sigkill_a_restart_restores_what_the_dead_daemon_changed() {
             .unwrap()
             .contains("ioprio")
     );
-    // Let the writer go quiet so the new instance has no reason to restrict it again.
+    // Let the writer go quiet so the new instance has no reason to restrict it again: its
+    // writing thread done (under load it outlived a fixed 3 s wait, and the restart then restored
+    // 2 threads instead of the 1 left).
     std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        wait_for(Duration::from_secs(20), || threads(pid).len() == 1).is_some(),
+        "the writer's thread never finished"
+    );
     daemon.restart();
     assert!(wait_for(Duration::from_secs(3), || ioprio(pid) == Some(0)).is_some());
     let line = daemon
