@@ -126,29 +126,51 @@ impl Actuator {
         id: u64,
         limits: &CgroupLimits,
     ) -> CgroupLimits {
-        let mut l = limits.clone();
-        if let WriteControl::Weight {
+        CgroupLimits {
+            write: self.hold_write(fs, id, limits.dev, limits.write),
+            ..limits.clone()
+        }
+    }
+
+    /// `write` as it can be carried out on `dev` (see [`Actuator::hold_by`]): unchanged, with
+    /// no model where the disk's iocost is someone else's, or the fallback write limit.
+    pub(super) fn hold_write(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        dev: DevId,
+        write: WriteControl,
+    ) -> WriteControl {
+        let WriteControl::Weight {
             weight,
             model: Some(m),
             fallback,
-        } = l.write
-        {
-            match self.set_iocost(fs, id, l.dev, m) {
-                Ok(true) => {}
-                Ok(false) => {
-                    l.write = WriteControl::Weight {
-                        weight,
-                        model: None,
-                        fallback,
-                    }
-                }
-                Err(e) => {
-                    tracing::warn!("{}: cannot turn iocost on ({e:#}): io.max instead", l.dev);
-                    l.write = WriteControl::Limit(fallback);
-                }
+        } = write
+        else {
+            return write;
+        };
+        match self.set_iocost(fs, id, dev, m) {
+            Ok(true) => write,
+            Ok(false) => WriteControl::Weight {
+                weight,
+                model: None,
+                fallback,
+            },
+            Err(e) => {
+                tracing::warn!("{dev}: cannot turn iocost on ({e:#}): a write limit instead");
+                WriteControl::Limit(fallback)
             }
         }
-        l
+    }
+
+    /// The cgroup hierarchy whose root holds `io.cost.*`. On a systemd host too: those files
+    /// exist on the root cgroup only, no unit owns them and systemd (PID 1) never writes them
+    /// (from version 254 its udev helper may, at boot: that shows as someone else's iocost,
+    /// used as it is). They are the one cgroup file ioshield writes itself there.
+    pub(super) fn iocost_root(&self) -> Option<Cgroupfs> {
+        self.cgroupfs
+            .clone()
+            .or_else(|| cgroups::v2_mount().map(|root| Cgroupfs { root }))
     }
 
     /// Writes back a disk's iocost settings from before ioshield turned iocost on, unless
@@ -160,7 +182,7 @@ impl Actuator {
         else {
             return;
         };
-        let Some(fs) = &self.cgroupfs else {
+        let Some(fs) = &self.iocost_root() else {
             return r.fail(
                 change,
                 format!("no cgroup hierarchy to restore iocost on {device}"),
@@ -184,9 +206,8 @@ impl Actuator {
             return;
         }
         let root = std::path::Path::new("/");
-        // A disk iocost had not been set up for gets the kernel's defaults: off, its own model.
-        let qos = qos.as_deref().unwrap_or("enable=0 ctrl=auto");
-        let model = model.as_deref().unwrap_or("ctrl=auto");
+        let qos = restoring_qos(qos.as_deref());
+        let model = restoring_model(model.as_deref());
         let result = fs
             .write_file(root, "io.cost.qos", &format!("{device} {qos}"))
             .and_then(|()| fs.write_file(root, "io.cost.model", &format!("{device} {model}")));
@@ -195,6 +216,37 @@ impl Actuator {
             Err(e) => r.fail(change, format!("restoring iocost on {device}: {e}")),
         }
     }
+}
+
+/// What to write to put back a disk's `io.cost.qos` line as it was. The kernel prints the
+/// parameters of an automatic setting too, but takes any parameter written as a user setting
+/// (seen in the e2e: writing back "enable=0 ctrl=auto rpct=0.00 ..." left "ctrl=user"), so an
+/// automatic one is written as just that. A disk iocost had not been set up for (no line) gets
+/// the kernel's defaults: off, automatic.
+fn restoring_qos(previous: Option<&str>) -> String {
+    match previous {
+        Some(line) if !is_auto(line) => line.to_string(),
+        Some(line) => {
+            let enable = line
+                .split_whitespace()
+                .find(|w| w.starts_with("enable="))
+                .unwrap_or("enable=0");
+            format!("{enable} ctrl=auto")
+        }
+        None => "enable=0 ctrl=auto".into(),
+    }
+}
+
+/// The same for `io.cost.model`: a user's model as it was, else the kernel's own.
+fn restoring_model(previous: Option<&str>) -> String {
+    match previous {
+        Some(line) if !is_auto(line) => line.to_string(),
+        _ => "ctrl=auto".into(),
+    }
+}
+
+fn is_auto(line: &str) -> bool {
+    line.split_whitespace().any(|w| w == "ctrl=auto")
 }
 
 #[cfg(test)]
@@ -325,6 +377,27 @@ mod tests {
         );
     }
 
+    #[test]
+    fn automatic_settings_are_put_back_as_automatic() {
+        let auto_qos = "enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 \
+                        min=1.00 max=10000.00";
+        assert_eq!(restoring_qos(Some(auto_qos)), "enable=0 ctrl=auto");
+        assert_eq!(
+            restoring_qos(Some(&auto_qos.replace("enable=0", "enable=1"))),
+            "enable=1 ctrl=auto"
+        );
+        let user_qos = "enable=1 ctrl=user rpct=90.00 rlat=10000 wpct=90.00 wlat=10000 \
+                        min=50.00 max=150.00";
+        assert_eq!(restoring_qos(Some(user_qos)), user_qos);
+        assert_eq!(restoring_qos(None), "enable=0 ctrl=auto");
+        let auto_model = "ctrl=auto model=linear rbps=174019176 rseqiops=41708 rrandiops=370 \
+                          wbps=178075866 wseqiops=42705 wrandiops=378";
+        assert_eq!(restoring_model(Some(auto_model)), "ctrl=auto");
+        let user_model = model_line(25_000_000);
+        assert_eq!(restoring_model(Some(&user_model)), user_model);
+        assert_eq!(restoring_model(None), "ctrl=auto");
+    }
+
     #[tokio::test]
     async fn the_next_start_after_a_crash_puts_the_disk_back() {
         let (dir, mut actuator, dev, root, fs) = bed();
@@ -339,9 +412,10 @@ mod tests {
         let mut next = Actuator::new(journal, Some(fs), None);
         let report = next.recover(leftovers).await;
         assert_eq!((report.restored, report.errors.len()), (1, 0), "{report:?}");
+        // Off and automatic again, as it was (the kernel fills in its automatic parameters).
         assert_eq!(
             std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
-            before
+            "254:16 enable=0 ctrl=auto"
         );
         assert_eq!(next.pending_undos(), 0);
         let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();

@@ -4,7 +4,10 @@ use crate::{
     config::{ActionKind, DevicePolicy, Iocost},
     detect::bandwidth::Estimate,
     display::show_rate,
-    system::devices::{self, DevId, Disk},
+    system::{
+        cgroups,
+        devices::{self, DevId, Disk},
+    },
 };
 
 #[derive(Clone, Debug, PartialEq)]
@@ -58,10 +61,11 @@ impl WriteControl {
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct ScopeLimits {
+    pub dev: DevId,
     /// Device node systemd knows the disk by, e.g. `/dev/vdb`.
     pub device: String,
-    /// [`NO_WRITE_LIMIT`] while the disk's speed is only assumed.
-    pub wbps: u64,
+    /// `IOWriteBandwidthMax=` ([`NO_WRITE_LIMIT`]: none), or `IOWeight=` under iocost.
+    pub write: WriteControl,
     pub memory_high: Option<u64>,
 }
 
@@ -87,14 +91,27 @@ pub fn io_max_wbps(wbps: u64) -> String {
     }
 }
 
+impl WriteControl {
+    /// How iocost holds the offender, after its weight: "(iocost on, disk modelled at 25MB/s)".
+    fn describe_iocost(model: Option<u64>) -> String {
+        match model {
+            Some(m) => format!("(iocost on, disk modelled at {})", show_wbps(m)),
+            None => "(iocost as set up on the disk)".into(),
+        }
+    }
+}
+
 impl ScopeLimits {
     /// The unit properties, as `systemctl show` would print them.
     pub fn describe(&self) -> String {
-        let mut s = format!(
-            "IOWriteBandwidthMax={} {}",
-            self.device,
-            show_wbps(self.wbps)
-        );
+        let mut s = match self.write {
+            WriteControl::Limit(w) => {
+                format!("IOWriteBandwidthMax={} {}", self.device, show_wbps(w))
+            }
+            WriteControl::Weight { weight, model, .. } => {
+                format!("IOWeight={weight} {}", WriteControl::describe_iocost(model))
+            }
+        };
         if let Some(m) = self.memory_high {
             s.push_str(&format!(" MemoryHigh={}M", m / (1024 * 1024)));
         }
@@ -108,6 +125,28 @@ pub enum CgroupAction {
     Systemd,
     /// Writing cgroupfs directly (no systemd).
     Cgroupfs(Cgroupfs),
+}
+
+impl CgroupAction {
+    /// Whether ioshield may turn iocost on here under `configured`: on systemd hosts only when
+    /// asked (`on`), since an offender's weight counts only inside its slice there (see
+    /// [`Iocost::Auto`]).
+    pub fn iocost_allowed(&self, configured: Iocost) -> Iocost {
+        match (self, configured) {
+            (_, Iocost::Off) | (CgroupAction::Systemd, Iocost::Auto) => Iocost::Off,
+            _ => Iocost::On,
+        }
+    }
+
+    /// Whether iocost is on for `dev`, and whose it is. Also on a systemd host: `io.cost.*`
+    /// live on the root cgroup only, and systemd has no unit property for them.
+    pub fn iocost(&self, dev: DevId) -> iocost::State {
+        match self {
+            CgroupAction::Cgroupfs(fs) => fs.iocost(dev),
+            CgroupAction::Systemd => cgroups::v2_mount()
+                .map_or(iocost::State::Unavailable, |root| iocost::state(&root, dev)),
+        }
+    }
 }
 
 impl Method {
@@ -125,7 +164,7 @@ impl Method {
     pub fn write_limit(&self) -> Option<u64> {
         match self {
             Method::Cgroup(l) => l.write.rate(),
-            Method::SystemdScope(l) => Some(l.wbps),
+            Method::SystemdScope(l) => l.write.rate(),
             _ => None,
         }
     }
@@ -136,6 +175,24 @@ impl Method {
             self,
             Method::Cgroup(CgroupLimits {
                 write: WriteControl::Weight { .. },
+                ..
+            }) | Method::SystemdScope(ScopeLimits {
+                write: WriteControl::Weight { .. },
+                ..
+            })
+        )
+    }
+
+    /// Whether the offender is held under iocost ioshield turned on, whose model pins the
+    /// disk's rate.
+    pub fn pins_disk(&self) -> bool {
+        matches!(
+            self,
+            Method::Cgroup(CgroupLimits {
+                write: WriteControl::Weight { model: Some(_), .. },
+                ..
+            }) | Method::SystemdScope(ScopeLimits {
+                write: WriteControl::Weight { model: Some(_), .. },
                 ..
             })
         )
@@ -154,8 +211,11 @@ impl Method {
             Method::Cgroup(CgroupLimits {
                 write: WriteControl::Limit(w),
                 ..
+            })
+            | Method::SystemdScope(ScopeLimits {
+                write: WriteControl::Limit(w),
+                ..
             }) => *w = wbps,
-            Method::SystemdScope(l) => l.wbps = wbps,
             _ => {}
         }
         self
@@ -169,17 +229,10 @@ impl Method {
             Method::Cgroup(l) => {
                 let mut s = match l.write {
                     WriteControl::Limit(w) => format!("io.max wbps={}", show_wbps(w)),
-                    WriteControl::Weight {
-                        weight,
-                        model: Some(m),
-                        ..
-                    } => format!(
-                        "io.weight={weight} (iocost on, disk modelled at {})",
-                        show_wbps(m)
+                    WriteControl::Weight { weight, model, .. } => format!(
+                        "io.weight={weight} {}",
+                        WriteControl::describe_iocost(model)
                     ),
-                    WriteControl::Weight { weight, .. } => {
-                        format!("io.weight={weight} (iocost as set up on the disk)")
-                    }
                 };
                 if let Some(m) = l.memory_high {
                     s.push_str(&format!(" memory.high={}M", m / (1024 * 1024)));
@@ -201,23 +254,27 @@ pub fn method_for(
     let bw = estimate.bytes_per_sec;
     let wbps = (policy.limit * bw) as u64;
     let memory_high = policy.memory_high.bytes(bw, policy.max_flush_seconds);
-    let cgroup = |how: &CgroupAction| match how {
-        CgroupAction::Cgroupfs(fs) => Method::Cgroup(CgroupLimits {
-            dev: disk.id,
-            write: write_control(
-                fs.iocost(disk.id),
-                policy.iocost,
-                devices::is_blk_mq(disk.id),
-                estimate,
-                wbps,
-            ),
-            memory_high,
-        }),
-        CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
-            device: disk.label(),
+    let cgroup = |how: &CgroupAction| {
+        let write = write_control(
+            how.iocost(disk.id),
+            how.iocost_allowed(policy.iocost),
+            devices::is_blk_mq(disk.id),
+            estimate,
             wbps,
-            memory_high,
-        }),
+        );
+        match how {
+            CgroupAction::Cgroupfs(_) => Method::Cgroup(CgroupLimits {
+                dev: disk.id,
+                write,
+                memory_high,
+            }),
+            CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
+                dev: disk.id,
+                device: disk.label(),
+                write,
+                memory_high,
+            }),
+        }
     };
     match (policy.action, cgroup_action) {
         (ActionKind::DryRun, _) => (Method::DryRun, None),
@@ -264,7 +321,9 @@ pub fn write_control(
     };
     match (state, allowed) {
         (iocost::State::Foreign, _) => weight(None),
-        (iocost::State::Off | iocost::State::Ours, Iocost::Auto) if blk_mq && estimate.capacity => {
+        (iocost::State::Off | iocost::State::Ours, Iocost::Auto | Iocost::On)
+            if blk_mq && estimate.capacity =>
+        {
             weight(Some(estimate.bytes_per_sec as u64))
         }
         _ => WriteControl::Limit(wbps),
@@ -276,10 +335,12 @@ mod tests {
     use super::*;
     use crate::config::Config;
 
+    /// A device number no disk has, so that what the host's disks have (multi-queue, iocost)
+    /// does not decide the method.
     fn disk() -> Disk {
         Disk {
             id: DevId {
-                major: 254,
+                major: 4095,
                 minor: 16,
             },
             name: Some("vdb".into()),
@@ -301,10 +362,10 @@ mod tests {
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
         };
-        assert_eq!(l.wbps, NO_WRITE_LIMIT);
+        assert_eq!(l.write, WriteControl::Limit(NO_WRITE_LIMIT));
         assert!(l.memory_high.is_some());
         assert!(m.describe().contains("IOWriteBandwidthMax=/dev/vdb max"));
-        assert_eq!(io_max_wbps(l.wbps), "max");
+        assert_eq!(io_max_wbps(NO_WRITE_LIMIT), "max");
     }
 
     #[test]
@@ -317,7 +378,10 @@ mod tests {
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
         };
-        assert_eq!((l.device.as_str(), l.wbps), ("/dev/vdb", 15_000_000));
+        assert_eq!(
+            (l.device.as_str(), l.write),
+            ("/dev/vdb", WriteControl::Limit(15_000_000))
+        );
         // Default memory_high = auto: 30 MB/s x 1 s is under the floor.
         assert_eq!(l.memory_high, Some(crate::config::MemoryHigh::FLOOR));
         assert_eq!(m.label(), "cgroup");
@@ -333,6 +397,21 @@ mod tests {
         policy.action = ActionKind::DryRun;
         let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
         assert_eq!((m, note), (Method::DryRun, None));
+    }
+
+    /// On systemd hosts iocost is turned on only when asked: the offender's weight counts only
+    /// inside its slice there.
+    #[test]
+    fn systemd_hosts_turn_iocost_on_only_when_asked() {
+        let systemd = CgroupAction::Systemd;
+        assert_eq!(systemd.iocost_allowed(Iocost::Auto), Iocost::Off);
+        assert_eq!(systemd.iocost_allowed(Iocost::On), Iocost::On);
+        assert_eq!(systemd.iocost_allowed(Iocost::Off), Iocost::Off);
+        let fs = CgroupAction::Cgroupfs(Cgroupfs {
+            root: "/nonexistent".into(),
+        });
+        assert_eq!(fs.iocost_allowed(Iocost::Auto), Iocost::On);
+        assert_eq!(fs.iocost_allowed(Iocost::Off), Iocost::Off);
     }
 
     #[test]
@@ -406,5 +485,31 @@ mod tests {
         // The model follows the disk's measured speed, not a write limit.
         assert_eq!(m.clone().with_write_limit(50_000_000), m);
         assert_eq!(m.clone().without_write_limit(), m);
+
+        // The same through systemd: IOWeight= on the unit.
+        let m = Method::SystemdScope(ScopeLimits {
+            dev: disk().id,
+            device: "/dev/vdb".into(),
+            write: ours,
+            memory_high: Some(64 << 20),
+        });
+        assert!(m.uses_iocost());
+        assert_eq!(m.write_limit(), Some(30_000_000));
+        assert_eq!(
+            m.describe(),
+            "IOWeight=1 (iocost on, disk modelled at 30.0MB/s) MemoryHigh=64M through systemd"
+        );
+        assert_eq!(m.clone().with_write_limit(50_000_000), m);
+        let limited = Method::SystemdScope(ScopeLimits {
+            dev: disk().id,
+            device: "/dev/vdb".into(),
+            write: WriteControl::Limit(18_750_000),
+            memory_high: None,
+        });
+        assert!(!limited.uses_iocost());
+        assert_eq!(
+            limited.with_write_limit(50_000_000).write_limit(),
+            Some(50_000_000)
+        );
     }
 }

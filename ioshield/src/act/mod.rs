@@ -181,7 +181,8 @@ impl Actuator {
             }
             Method::SystemdScope(limits) => {
                 match self.restrict_unit(id, root, members, limits).await? {
-                    units::Done::Unit(unit, manager, cgroup, what) => {
+                    units::Done::Unit(unit, manager, cgroup, what, held) => {
+                        active.method = Method::SystemdScope(held);
                         active.unit = Some(unit);
                         active.manager = manager;
                         active.unit_cgroup = Some(cgroup);
@@ -202,6 +203,12 @@ impl Actuator {
             .or_else(|| active.cgroup.as_ref().map(|c| c.display().to_string()));
         self.active.insert(id, active);
         Ok(Restricted { id, how, place })
+    }
+
+    /// Whether restriction `id` holds its disk under iocost ioshield turned on (its model pins
+    /// the disk's rate), as carried out: a weight that fell back to a write limit does not.
+    pub fn pins_disk(&self, id: u64) -> bool {
+        self.active.get(&id).is_some_and(|a| a.method.pins_disk())
     }
 
     /// The processes (for ioprio: threads) that still live inside a restriction, whoever started
@@ -330,17 +337,14 @@ impl Actuator {
                     .as_ref()
                     .ok_or_else(|| anyhow!("systemd is not reachable"))?;
                 // A user manager without io keeps holding memory.high alone.
-                let wbps = if unit_cgroup.as_deref().is_some_and(|cg| {
+                if unit_cgroup.as_deref().is_some_and(|cg| {
                     manager.is_some()
                         && cgroups::v2_mount().is_some_and(|m| !units::io_delegated(&m, cg))
                 }) {
-                    method::NO_WRITE_LIMIT
-                } else {
-                    l.wbps
-                };
-                systemd
-                    .set_limits(manager, &unit, &l.device, wbps, l.memory_high)
-                    .await?;
+                    l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
+                }
+                systemd.set_limits(manager, &unit, l).await?;
+                *l = self.hold_unit(id, manager, &unit, l.clone()).await?;
             }
             // A different kind of action (the configuration changed): kept until release.
             _ => return Ok(None),

@@ -9,12 +9,13 @@ use zbus::{
     zvariant::{OwnedObjectPath, Value},
 };
 
-use super::method::ScopeLimits;
+use super::method::{ScopeLimits, WriteControl};
 use crate::system::{cgroups, host};
 
 /// How long a transient scope may take to start before the restriction counts as failed.
 const JOB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
-/// What systemd reads as "no limit" for bandwidth and memory properties.
+/// What systemd reads as "no limit" for bandwidth and memory properties, and as "not set" for
+/// weights (the kernel's default, 100, applies).
 const INFINITY: u64 = u64::MAX;
 
 #[zbus::proxy(
@@ -52,6 +53,10 @@ pub struct UnitLimits {
     pub write_bandwidth_max: Vec<(String, u64)>,
     /// `MemoryHigh=` (`u64::MAX` is "infinity").
     pub memory_high: u64,
+    /// `IOWeight=` (`u64::MAX` is "not set"); `None` in entries written before ioshield set
+    /// weights, which never changed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_weight: Option<u64>,
 }
 
 /// Settings of a unit that confine what its processes may do through cgroup-attached BPF
@@ -230,10 +235,7 @@ impl Systemd {
             ("Slice", Value::from(slice.to_string())),
             ("PIDs", Value::new(pids.to_vec())),
             ("IOAccounting", Value::from(true)),
-            (
-                "IOWriteBandwidthMax",
-                Value::new(vec![(limits.device.clone(), limits.wbps)]),
-            ),
+            write_property(limits),
             // Gone from systemd's memory as soon as its last process exits.
             ("CollectMode", Value::from("inactive-or-failed")),
             ("BindsTo", Value::new(vec![bound_to.to_string()])),
@@ -341,9 +343,12 @@ impl Systemd {
         .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
         let memory_high = u64::try_from(self.unit_property(m, unit, "MemoryHigh").await?)
             .with_context(|| format!("MemoryHigh of {unit}"))?;
+        let io_weight = u64::try_from(self.unit_property(m, unit, "IOWeight").await?)
+            .with_context(|| format!("IOWeight of {unit}"))?;
         Ok(UnitLimits {
             write_bandwidth_max,
             memory_high,
+            io_weight: Some(io_weight),
         })
     }
 
@@ -366,6 +371,9 @@ impl Systemd {
             ));
         }
         props.push(("MemoryHigh", Value::from(previous.memory_high)));
+        if let Some(w) = previous.io_weight {
+            props.push(("IOWeight", Value::from(w)));
+        }
         self.set_runtime_properties(m, unit, &props, "restoring")
             .await
     }
@@ -388,31 +396,27 @@ impl Systemd {
         self.checked(m, set)
     }
 
-    /// Sets the unit's write limit on `device` and its MemoryHigh (none: unlimited).
-    pub async fn set_limits(
-        &self,
-        m: Manager,
-        unit: &str,
-        device: &str,
-        write_bps: u64,
-        memory_high: Option<u64>,
-    ) -> Result<()> {
+    /// Sets the unit's write limit on the disk, or its weight (then without a write limit), and
+    /// its MemoryHigh (none: unlimited). A write limit leaves the weight as it is: the undo puts
+    /// back the one the unit had.
+    pub async fn set_limits(&self, m: Manager, unit: &str, limits: &ScopeLimits) -> Result<()> {
         // Writing memory.high below what a cgroup holds makes the writer of that file, PID 1,
         // reclaim the difference synchronously, dirty pages included: seconds under a
         // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
         // timed out). Never ask for less than the unit holds now: the offender's own
         // allocations then meet the limit, in its own context.
-        let memory_high = match memory_high {
+        let memory_high = match limits.memory_high {
             Some(high) => Some(high.max(self.memory_current(m, unit).await.unwrap_or(0))),
             None => None,
         };
-        let props = [
-            (
+        let mut props = vec![write_property(limits)];
+        if let WriteControl::Weight { .. } = limits.write {
+            props.push((
                 "IOWriteBandwidthMax",
-                Value::new(vec![(device.to_string(), write_bps)]),
-            ),
-            ("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))),
-        ];
+                Value::new(vec![(limits.device.clone(), INFINITY)]),
+            ));
+        }
+        props.push(("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))));
         self.set_runtime_properties(m, unit, &props, "setting")
             .await
     }
@@ -458,11 +462,30 @@ impl Systemd {
         m.is_some_and(|uid| !cgroups::user_manager_running(uid))
     }
 
-    /// Lifts the scope's limits; its processes stay in it until they exit.
+    /// Lifts the scope's limits and weight; its processes stay in it until they exit.
     pub async fn lift(&self, m: Manager, unit: &str, device: &str) -> Result<()> {
-        self.set_limits(m, unit, device, INFINITY, None)
+        let props = [
+            (
+                "IOWriteBandwidthMax",
+                Value::new(vec![(device.to_string(), INFINITY)]),
+            ),
+            ("IOWeight", Value::from(INFINITY)),
+            ("MemoryHigh", Value::from(INFINITY)),
+        ];
+        self.set_runtime_properties(m, unit, &props, "lifting")
             .await
-            .with_context(|| format!("lifting the limits of {unit}"))
+    }
+}
+
+/// The property that holds the offender's writes: `IOWriteBandwidthMax=` on the disk, or
+/// `IOWeight=` (iocost on the disk does the holding).
+fn write_property(limits: &ScopeLimits) -> (&'static str, Value<'static>) {
+    match limits.write {
+        WriteControl::Limit(wbps) => (
+            "IOWriteBandwidthMax",
+            Value::new(vec![(limits.device.clone(), wbps)]),
+        ),
+        WriteControl::Weight { weight, .. } => ("IOWeight", Value::from(u64::from(weight))),
     }
 }
 
@@ -532,6 +555,48 @@ mod tests {
         // 100 ticks of 50 ms in 5 s; a blocked thread would run none of them.
         let ran = ticks.load(std::sync::atomic::Ordering::Relaxed);
         assert!(ran >= 50, "only {ran} ticks ran while connecting");
+    }
+
+    #[test]
+    fn a_weight_is_set_as_ioweight_and_a_limit_per_disk() {
+        let mut limits = ScopeLimits {
+            dev: crate::system::devices::DevId {
+                major: 254,
+                minor: 16,
+            },
+            device: "/dev/vdb".into(),
+            write: WriteControl::Limit(15_000_000),
+            memory_high: None,
+        };
+        let (name, value) = write_property(&limits);
+        assert_eq!(name, "IOWriteBandwidthMax");
+        assert_eq!(
+            value,
+            Value::new(vec![("/dev/vdb".to_string(), 15_000_000u64)])
+        );
+        limits.write = WriteControl::Weight {
+            weight: 1,
+            model: Some(25_000_000),
+            fallback: 18_750_000,
+        };
+        assert_eq!(write_property(&limits), ("IOWeight", Value::from(1u64)));
+    }
+
+    /// Entries journaled before ioshield set weights have no `io_weight`: their undo leaves the
+    /// unit's weight alone (it never changed it).
+    #[test]
+    fn limits_journaled_without_a_weight_leave_the_weight_alone() {
+        let old: UnitLimits = serde_json::from_str(
+            r#"{"write_bandwidth_max":[["/dev/vdb",1000]],"memory_high":18446744073709551615}"#,
+        )
+        .unwrap();
+        assert_eq!(old.io_weight, None);
+        let new = UnitLimits {
+            io_weight: Some(u64::MAX),
+            ..old
+        };
+        let back: UnitLimits = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert_eq!(back, new);
     }
 
     #[test]

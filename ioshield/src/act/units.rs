@@ -10,7 +10,7 @@ use std::{
 use anyhow::{Result, anyhow};
 
 use super::{
-    Actuator, ScopeLimits, identity,
+    Actuator, ScopeLimits, WriteControl, identity,
     method::NO_WRITE_LIMIT,
     placement::{self, Placement},
     systemd::{Manager, manager_name},
@@ -21,8 +21,10 @@ use crate::{
 };
 
 pub enum Done {
-    /// The unit whose limits now hold the offender, its manager, its cgroup, and what was done.
-    Unit(String, Manager, PathBuf, String),
+    /// The unit whose limits now hold the offender, its manager, its cgroup, what was done,
+    /// and the limits as they hold (a weight falls back to a write limit where iocost cannot be
+    /// turned on).
+    Unit(String, Manager, PathBuf, String, ScopeLimits),
     /// Not ours to change, and why.
     Refused(String),
 }
@@ -65,7 +67,7 @@ impl Actuator {
                      memory_high is off"
                 )));
             }
-            limits.wbps = NO_WRITE_LIMIT;
+            limits.write = WriteControl::Limit(NO_WRITE_LIMIT);
             through = format!(
                 "{through} (MemoryHigh only: io is not delegated to user@{uid}.service; the \
                  package's drop-in delegates it from the user's next login)"
@@ -74,23 +76,25 @@ impl Actuator {
         match placement {
             Placement::InPlace { unit, user } => {
                 self.limit_in_place(id, user, &unit, &limits).await?;
+                let limits = self.hold_unit(id, user, &unit, limits).await?;
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()
                 );
-                Ok(Done::Unit(unit, user, cgroup, what))
+                Ok(Done::Unit(unit, user, cgroup, what, limits))
             }
             Placement::Split { unit, slice, user } => {
                 let scope = self
                     .start_scope(id, user, root, members, &limits, &slice, &unit)
                     .await?;
+                let limits = self.hold_unit(id, user, &scope, limits).await?;
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
                 );
                 // In the same slice: next to the unit it was split from.
                 let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
-                Ok(Done::Unit(scope, user, at, what))
+                Ok(Done::Unit(scope, user, at, what, limits))
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
         }
@@ -117,11 +121,7 @@ impl Actuator {
             user,
         };
         self.journal.record(change.clone())?;
-        if let Err(e) = self
-            .systemd()?
-            .set_limits(user, unit, &limits.device, limits.wbps, limits.memory_high)
-            .await
-        {
+        if let Err(e) = self.systemd()?.set_limits(user, unit, limits).await {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
             self.abandon(change).await;
@@ -166,6 +166,36 @@ impl Actuator {
             return Err(e);
         }
         Ok(unit)
+    }
+
+    /// `limits`, set on `unit`, as they hold: iocost turned on for the disk (journaled) when the
+    /// unit is held by weight, or the fallback write limit set on the unit where that fails.
+    /// iocost last, as on cgroupfs: turning it on freezes the disk's queue for a moment, while
+    /// MemoryHigh already holds the writer.
+    pub(super) async fn hold_unit(
+        &mut self,
+        id: u64,
+        user: Manager,
+        unit: &str,
+        limits: ScopeLimits,
+    ) -> Result<ScopeLimits> {
+        let by_weight = matches!(limits.write, WriteControl::Weight { .. });
+        let write = match self.iocost_root() {
+            Some(fs) => self.hold_write(&fs, id, limits.dev, limits.write),
+            None => match limits.write {
+                WriteControl::Weight {
+                    model: Some(_),
+                    fallback,
+                    ..
+                } => WriteControl::Limit(fallback),
+                w => w,
+            },
+        };
+        let held = ScopeLimits { write, ..limits };
+        if by_weight && matches!(held.write, WriteControl::Limit(_)) {
+            self.systemd()?.set_limits(user, unit, &held).await?;
+        }
+        Ok(held)
     }
 
     /// Undoes a change whose making failed halfway, keeping it for later tries if needed.

@@ -136,8 +136,9 @@ pub(super) fn device_policy(
     }
     if let Some(v) = ctx.value(&raw.iocost, &key("iocost"), |s: &String| match s.trim() {
         "auto" => Ok(Iocost::Auto),
+        "on" => Ok(Iocost::On),
         "off" => Ok(Iocost::Off),
-        other => Err(format!("`{other}` is not \"auto\" or \"off\"")),
+        other => Err(format!("`{other}` is not \"auto\", \"on\" or \"off\"")),
     })? {
         p.iocost = v;
     }

@@ -322,6 +322,11 @@ action = "cgroup"
             no_iocost.policy_for(Some("vdb")).iocost,
             crate::config::Iocost::Off
         );
+        let iocost_on = parse("[device.vdb]\niocost = \"on\"\n", "t").unwrap();
+        assert_eq!(
+            iocost_on.policy_for(Some("vdb")).iocost,
+            crate::config::Iocost::On
+        );
         // The effective configuration round-trips through check-config's output.
         let again = parse(&c.to_toml(), "t").unwrap();
         assert_eq!(again.policy_for(Some("/dev/vdb")), vdb);
@@ -457,8 +462,8 @@ action = "cgroup"
                 "2: device.sda.memory_high:",
             ),
             (
-                "[device.sda]\niocost = \"on\"\n",
-                "2: device.sda.iocost: `on` is not",
+                "[device.sda]\niocost = \"yes\"\n",
+                "2: device.sda.iocost: `yes` is not",
             ),
             (
                 "[device.sda]\nbandwidth = \"1e9GB/s\"\n",

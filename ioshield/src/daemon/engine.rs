@@ -18,7 +18,7 @@ use crate::{
     act::{Actuator, CgroupAction, Method, method::method_for},
     config::{Bandwidth, Config, DevicePolicy},
     detect::{
-        bandwidth::{BandwidthEstimator, Estimate, UNMEASURED},
+        bandwidth::{BandwidthEstimator, Estimate},
         eligibility::Eligibility,
         offender,
         policy::{Candidate, Decision, Inputs},
@@ -35,14 +35,17 @@ const RESOLVE_EVERY: u64 = 30;
 /// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
 /// dirtying fast; its later reports are ignored this long instead of waking the daemon each time.
 const IGNORE_BURSTS_FOR: Duration = Duration::from_secs(10);
-/// How long a restriction on a disk that has not been measured keeps the write limit made from
-/// the assumed speed.
+/// How long a restriction on a disk whose capacity is not known (not measured, or only a lower
+/// bound) keeps the write limit made from that figure.
 const PROBE_AFTER: Duration = Duration::from_secs(10);
-/// After that, the write limit is the assumed speed itself, doubled every `PROBE_STEP` until the
-/// disk is measured (saturated, or steadily faster than assumed), and lifted only after
-/// `PROBE_DOUBLINGS` doublings (400 MB/s). Lifting it at once let the writer flood a disk that
-/// really is that slow: on the 6.12 bed the innocents paused 0.8-1 s right after each lift (cp
-/// bench, docs/bench/cp.md).
+/// After that, the write limit is the figure itself, doubled every `PROBE_STEP` until the disk is
+/// measured under a backlog, and lifted only after `PROBE_DOUBLINGS` doublings (400 MB/s from the
+/// assumed 25 MB/s). Lifting it at once let the writer flood a disk that really is that slow: on
+/// the 6.12 bed the innocents paused 0.8-1 s right after each lift (cp bench, docs/bench/cp.md).
+/// A lower bound does not end the probe: a limit below it never lets a backlog form, so the disk
+/// would stay at that bound, under io.max, for good (seen in the systemd e2e on 6.1: the first
+/// step, 25 MB/s, found the disk "at least 25.2 MB/s", and the writer stayed at 18.9 MB/s
+/// instead of moving to iocost).
 const PROBE_STEP: Duration = Duration::from_secs(5);
 const PROBE_DOUBLINGS: u32 = 4;
 
@@ -231,6 +234,10 @@ impl Engine {
         );
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
         self.rates.update(&sample, tree);
+        for (disk, rt) in &self.disks {
+            let pinned = rt.restriction.is_some_and(|id| actuator.pins_disk(id));
+            self.bandwidth.pin(disk.id, pinned);
+        }
         self.bandwidth.observe(&sample);
         for (dev, identity) in &self.identities {
             if let (Some(identity), Some(speed)) = (identity, self.bandwidth.learned(*dev)) {
@@ -437,23 +444,29 @@ impl Engine {
                         .offender
                         .as_ref()
                         .map(|o| o.since.elapsed())
-                        .filter(|held| !estimate.measured && *held >= PROBE_AFTER);
+                        .filter(|held| !estimate.capacity && *held >= PROBE_AFTER);
                     let (method, why) = if let Some(held) = probing {
                         let step =
                             ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
                         if step >= PROBE_DOUBLINGS {
                             (
                                 method.without_write_limit(),
-                                "the disk is still not measured: no write limit until it is"
-                                    .to_string(),
+                                "the disk's speed is still not measured: no write limit until it \
+                                 is"
+                                .to_string(),
                             )
                         } else {
-                            let wbps = (UNMEASURED * f64::from(1u32 << step)) as u64;
+                            let wbps = (bw * f64::from(1u32 << step)) as u64;
+                            let known = if estimate.measured {
+                                format!("only known to be at least {}", show_rate(bw))
+                            } else {
+                                "not measured".to_string()
+                            };
                             (
                                 method.with_write_limit(wbps),
                                 format!(
-                                    "the disk is not measured after {}s: writes up to {}, \
-                                     doubled every {}s until it is",
+                                    "the disk's speed is {known} after {}s: writes up to {}, \
+                                     doubled every {}s until it is measured",
                                     held.as_secs(),
                                     show_rate(wbps as f64),
                                     PROBE_STEP.as_secs()

@@ -184,12 +184,19 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
                 "per-BDI byte limits not available (kernel < 6.2)"
             };
             let iocost = match &action {
-                Ok(CgroupAction::Cgroupfs(fs)) => iocost_note(
-                    fs.iocost(disk.id),
-                    policy.iocost,
+                Ok(how @ CgroupAction::Systemd)
+                    if policy.iocost == Iocost::Auto
+                        && how.iocost(disk.id) != iocost::State::Foreign =>
+                {
+                    ", IOWriteBandwidthMax= (iocost weight only with iocost = \"on\" on systemd \
+                     hosts)"
+                }
+                Ok(how) => iocost_note(
+                    how.iocost(disk.id),
+                    how.iocost_allowed(policy.iocost),
                     devices::is_blk_mq(disk.id),
                 ),
-                _ => "",
+                Err(_) => "",
             };
             let what = format!("disk {}", disk.label());
             let what_it_does = note
@@ -228,7 +235,7 @@ fn iocost_note(state: iocost::State, allowed: Iocost, blk_mq: bool) -> &'static 
         WriteControl::Limit(_) if state == iocost::State::Unavailable => {
             ", no iocost in this kernel"
         }
-        WriteControl::Limit(_) if allowed == Iocost::Auto && !blk_mq => {
+        WriteControl::Limit(_) if allowed != Iocost::Off && !blk_mq => {
             ", no iocost on this disk (not multi-queue)"
         }
         WriteControl::Limit(_) => "",

@@ -55,6 +55,15 @@ pub fn run(a: &Args) -> Result<()> {
         None => newest_deb(&workspace_root().join("target/packages"))?,
     };
     eprintln!("xtask: e2e with {}", deb.display());
+    // The commit load the cross-slice measurement runs as a system service.
+    crate::cmd::cargo(&[
+        "build",
+        "--release",
+        "--package",
+        "ioshield-tests",
+        "--bin",
+        "ioshield-load",
+    ])?;
     let mut failed = Vec::new();
     for series in a.series {
         let out = a.out.join(series);
@@ -97,6 +106,10 @@ fn run_one(a: &Args, series: &str, deb: &Path, out: &Path) -> Result<Summary> {
     let files = [
         ("ioshield.deb", FileSource::Path(deb.to_path_buf())),
         ("e2e-systemd.sh", FileSource::Path(a.script.to_path_buf())),
+        (
+            "ioshield-load",
+            FileSource::Path(workspace_root().join("target/release/ioshield-load")),
+        ),
         ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
         ("ioshield-e2e.target", FileSource::Text(TARGET)),
         ("ioshield-e2e.service", FileSource::Text(SERVICE)),
