@@ -157,11 +157,14 @@ fn boot(o: &Options, kernel: &Kernel, cache: &Path, work: &Path) -> Result<i32> 
             fs::read_to_string(watch.console_log).is_ok_and(|c| c.contains("Kernel panic"));
         if extracted.is_err() && panicked && again {
             eprintln!(
-                "xtask: vm {}: the guest kernel panicked (see {}); running the scenario again",
+                "xtask: vm {}: the guest kernel panicked (see {}, kept as console.panicked.log); \
+                 running the scenario again",
                 o.series,
                 watch.console_log.display()
             );
             let _ = fs::remove_dir_all(o.out.join("results"));
+            // Kept for whoever wants to know where it crashed: the rerun writes console.log anew.
+            let _ = fs::rename(watch.console_log, o.out.join("console.panicked.log"));
             again = false;
             continue;
         }
