@@ -85,6 +85,16 @@ QOS0=$(iocost_qos)
 MODEL0=$(iocost_model)
 # A disk the kernel had not set iocost up for keeps a line once it has: then off and automatic
 # (no enable=1, no ctrl=user) is as it was; else the lines as they were.
+# The data disk's iocost key: "on", or the shipped default (the line taken out); reloaded as
+# SIGHUP does, and waited for.
+iocost_config() {
+    local t
+    t=$(date +%s)
+    sed -i '/^iocost = "on"$/d' /etc/ioshield/ioshield.toml
+    [ "$1" = on ] && echo 'iocost = "on"' >> /etc/ioshield/ioshield.toml
+    systemctl reload ioshield
+    wait_for 10 journal_has "$t" "configuration reloaded"
+}
 iocost_restored() {
     if [ -z "$QOS0$MODEL0" ]; then
         ! printf '%s\n%s\n' "$(iocost_qos)" "$(iocost_model)" | grep -qE 'enable=1|ctrl=user'
@@ -666,17 +676,14 @@ XRESTRICT=$(journal_since "$T20" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-by-weight "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWeight=1 (iocost on, .* on copy-with-ioshield-iocost.service itself"'
-sed -i '/^iocost = "on"$/d' /etc/ioshield/ioshield.toml
 T21=$(date +%s)
-systemctl reload ioshield
-wait_for 10 journal_has "$T21" "configuration reloaded"
+iocost_config default
 cross_slice with-ioshield-default
 XRESTRICT=$(journal_since "$T21" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-default-write-limit "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on copy-with-ioshield-default.service itself"'
-echo 'iocost = "on"' >> /etc/ioshield/ioshield.toml
-systemctl reload ioshield
+iocost_config on
 
 # --- the system bus restarts, then the daemon is killed: the limits still come off -----------
 # Last, because restarting dbus disturbs logind. A service whose main process writes is limited
@@ -685,10 +692,8 @@ systemctl reload ioshield
 # (Restart=on-failure) and the new instance undoes what its journal says the dead one changed.
 # With the shipped iocost = "auto" (reloaded, as SIGHUP does): on a systemd host, held by
 # IOWriteBandwidthMax=, the limit the daemon also uses before a disk is measured.
-sed -i '/^iocost = "on"$/d' /etc/ioshield/ioshield.toml
 T16=$(date +%s)
-systemctl reload ioshield
-wait_for 10 journal_has "$T16" "configuration reloaded"
+iocost_config default
 check reload-iocost-default "no 'configuration reloaded' after systemctl reload: $(journal_since "$T16" | tail -n 3 | tr '\n' ' ')" \
     journal_has "$T16" "configuration reloaded"
 systemd-run --unit=late-backup perl "$CTL/backup.pl" "$DATA/late" "$CTL" > /dev/null 2>&1
@@ -708,10 +713,8 @@ wait_for 120 journal_has "$T17" "^release pid ${LATE:-none} "
 check bus-restart-lifted "limits '$LBEFORE' -> '$(late_limits)' after release (journal: $(journal_since "$T17" | grep -iE 'release|undo|fail|bus' | head -n 3 | tr '\n' ' '))" \
     wait_for 10 eval 'test "$(late_limits)" = "$LBEFORE"'
 # iocost = "on" again for the crash: the next instance must also put the disk's iocost back.
-echo 'iocost = "on"' >> /etc/ioshield/ioshield.toml
 T18=$(date +%s)
-systemctl reload ioshield
-wait_for 10 journal_has "$T18" "configuration reloaded"
+iocost_config on
 touch "$CTL/backup-write"
 wait_for 120 journal_has "$T18" "^restrict pid ${LATE:-none} "
 check bus-restart-restricts-again "no 'restrict pid ${LATE:-?}' within 120 s after the bus restarted: $(journal_since "$T18" | grep -E 'restrict|cannot|fail' | head -n 3 | tr '\n' ' ')" \

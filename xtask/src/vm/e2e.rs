@@ -56,18 +56,11 @@ pub fn run(a: &Args) -> Result<()> {
     };
     eprintln!("xtask: e2e with {}", deb.display());
     // The commit load the cross-slice measurement runs as a system service.
-    crate::cmd::cargo(&[
-        "build",
-        "--release",
-        "--package",
-        "ioshield-tests",
-        "--bin",
-        "ioshield-load",
-    ])?;
+    let load = super::scenario::build_load_generator()?;
     let mut failed = Vec::new();
     for series in a.series {
         let out = a.out.join(series);
-        match run_one(a, series, &deb, &out) {
+        match run_one(a, series, &deb, &load, &out) {
             Ok(summary) => {
                 eprintln!("xtask: vm e2e {series}: {summary}");
                 if !summary.ok {
@@ -102,14 +95,11 @@ impl std::fmt::Display for Summary {
     }
 }
 
-fn run_one(a: &Args, series: &str, deb: &Path, out: &Path) -> Result<Summary> {
+fn run_one(a: &Args, series: &str, deb: &Path, load: &Path, out: &Path) -> Result<Summary> {
     let files = [
         ("ioshield.deb", FileSource::Path(deb.to_path_buf())),
         ("e2e-systemd.sh", FileSource::Path(a.script.to_path_buf())),
-        (
-            "ioshield-load",
-            FileSource::Path(workspace_root().join("target/release/ioshield-load")),
-        ),
+        ("ioshield-load", FileSource::Path(load.to_path_buf())),
         ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
         ("ioshield-e2e.target", FileSource::Text(TARGET)),
         ("ioshield-e2e.service", FileSource::Text(SERVICE)),

@@ -29,20 +29,26 @@ pub struct Run<'a> {
     pub echo: bool,
 }
 
+/// Builds `ioshield-load` (release) and returns its path.
+pub fn build_load_generator() -> Result<PathBuf> {
+    cargo(&[
+        "build",
+        "--release",
+        "--package",
+        "ioshield-tests",
+        "--bin",
+        "ioshield-load",
+    ])?;
+    Ok(workspace_root().join("target/release/ioshield-load"))
+}
+
 impl Guest {
     /// `ioshield`: a prebuilt binary to test instead of this workspace's release build.
     pub fn prepare(ioshield: Option<&Path>) -> Result<Guest> {
         let release = workspace_root().join("target/release");
         let ioshield = match ioshield {
             Some(bin) => {
-                cargo(&[
-                    "build",
-                    "--release",
-                    "--package",
-                    "ioshield-tests",
-                    "--bin",
-                    "ioshield-load",
-                ])?;
+                build_load_generator()?;
                 bin.to_path_buf()
             }
             None => {
