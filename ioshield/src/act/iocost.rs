@@ -170,7 +170,7 @@ impl Actuator {
     pub(super) fn iocost_root(&self) -> Option<Cgroupfs> {
         self.cgroupfs
             .clone()
-            .or_else(|| cgroups::v2_mount().map(|root| Cgroupfs { root }))
+            .or_else(|| self.systemd.as_ref().map(super::Systemd::hierarchy))
     }
 
     /// Writes back a disk's iocost settings from before ioshield turned iocost on, unless

@@ -4,10 +4,7 @@ use crate::{
     config::{ActionKind, DevicePolicy, Iocost},
     detect::bandwidth::Estimate,
     display::show_rate,
-    system::{
-        cgroups,
-        devices::{self, DevId, Disk},
-    },
+    system::devices::{self, DevId, Disk},
 };
 
 #[derive(Clone, Debug, PartialEq)]
@@ -121,8 +118,9 @@ impl ScopeLimits {
 
 /// How the cgroup action can be carried out on this host, if at all.
 pub enum CgroupAction {
-    /// Through systemd's D-Bus API (systemd owns the tree).
-    Systemd,
+    /// Through systemd's D-Bus API (systemd owns the tree); the hierarchy is for reading the
+    /// root's `io.cost.*`, which no unit owns.
+    Systemd(Cgroupfs),
     /// Writing cgroupfs directly (no systemd).
     Cgroupfs(Cgroupfs),
 }
@@ -133,7 +131,7 @@ impl CgroupAction {
     /// [`Iocost::Auto`]).
     pub fn iocost_allowed(&self, configured: Iocost) -> Iocost {
         match (self, configured) {
-            (_, Iocost::Off) | (CgroupAction::Systemd, Iocost::Auto) => Iocost::Off,
+            (_, Iocost::Off) | (CgroupAction::Systemd(_), Iocost::Auto) => Iocost::Off,
             _ => Iocost::On,
         }
     }
@@ -142,9 +140,7 @@ impl CgroupAction {
     /// live on the root cgroup only, and systemd has no unit property for them.
     pub fn iocost(&self, dev: DevId) -> iocost::State {
         match self {
-            CgroupAction::Cgroupfs(fs) => fs.iocost(dev),
-            CgroupAction::Systemd => cgroups::v2_mount()
-                .map_or(iocost::State::Unavailable, |root| iocost::state(&root, dev)),
+            CgroupAction::Cgroupfs(fs) | CgroupAction::Systemd(fs) => fs.iocost(dev),
         }
     }
 }
@@ -159,42 +155,32 @@ impl Method {
         }
     }
 
-    /// The write limit in bytes per second, or the disk speed ioshield's iocost model assumes,
-    /// for the actions that set one.
-    pub fn write_limit(&self) -> Option<u64> {
+    /// How the offender's writes are held, for the cgroup actions.
+    fn write(&self) -> Option<WriteControl> {
         match self {
-            Method::Cgroup(l) => l.write.rate(),
-            Method::SystemdScope(l) => l.write.rate(),
+            Method::Cgroup(l) => Some(l.write),
+            Method::SystemdScope(l) => Some(l.write),
             _ => None,
         }
     }
 
+    /// The write limit in bytes per second, or the disk speed ioshield's iocost model assumes,
+    /// for the actions that set one.
+    pub fn write_limit(&self) -> Option<u64> {
+        self.write()?.rate()
+    }
+
     /// Whether the offender is held back by iocost weight.
     pub fn uses_iocost(&self) -> bool {
-        matches!(
-            self,
-            Method::Cgroup(CgroupLimits {
-                write: WriteControl::Weight { .. },
-                ..
-            }) | Method::SystemdScope(ScopeLimits {
-                write: WriteControl::Weight { .. },
-                ..
-            })
-        )
+        matches!(self.write(), Some(WriteControl::Weight { .. }))
     }
 
     /// Whether the offender is held under iocost ioshield turned on, whose model pins the
     /// disk's rate.
     pub fn pins_disk(&self) -> bool {
         matches!(
-            self,
-            Method::Cgroup(CgroupLimits {
-                write: WriteControl::Weight { model: Some(_), .. },
-                ..
-            }) | Method::SystemdScope(ScopeLimits {
-                write: WriteControl::Weight { model: Some(_), .. },
-                ..
-            })
+            self.write(),
+            Some(WriteControl::Weight { model: Some(_), .. })
         )
     }
 
@@ -268,7 +254,7 @@ pub fn method_for(
                 write,
                 memory_high,
             }),
-            CgroupAction::Systemd => Method::SystemdScope(ScopeLimits {
+            CgroupAction::Systemd(_) => Method::SystemdScope(ScopeLimits {
                 dev: disk.id,
                 device: disk.label(),
                 write,
@@ -347,6 +333,13 @@ mod tests {
         }
     }
 
+    /// A systemd host whose hierarchy has no iocost files.
+    fn systemd() -> CgroupAction {
+        CgroupAction::Systemd(Cgroupfs {
+            root: "/nonexistent".into(),
+        })
+    }
+
     const MEASURED: Estimate = Estimate {
         bytes_per_sec: 30e6,
         source: "configured",
@@ -357,7 +350,7 @@ mod tests {
     #[test]
     fn without_the_write_limit_memory_high_stays() {
         let policy = Config::default().policy_for(None).clone();
-        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
+        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
         let m = m.without_write_limit();
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
@@ -373,7 +366,7 @@ mod tests {
         let config = Config::default();
         let mut policy = config.policy_for(None).clone();
         policy.limit = 0.5;
-        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
+        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
         assert_eq!(note, None);
         let Method::SystemdScope(l) = &m else {
             panic!("{m:?}")
@@ -395,7 +388,7 @@ mod tests {
         assert!(note.unwrap().contains("no io controller"));
 
         policy.action = ActionKind::DryRun;
-        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(CgroupAction::Systemd));
+        let (m, note) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
         assert_eq!((m, note), (Method::DryRun, None));
     }
 
@@ -403,7 +396,7 @@ mod tests {
     /// inside its slice there.
     #[test]
     fn systemd_hosts_turn_iocost_on_only_when_asked() {
-        let systemd = CgroupAction::Systemd;
+        let systemd = systemd();
         assert_eq!(systemd.iocost_allowed(Iocost::Auto), Iocost::Off);
         assert_eq!(systemd.iocost_allowed(Iocost::On), Iocost::On);
         assert_eq!(systemd.iocost_allowed(Iocost::Off), Iocost::Off);
@@ -477,11 +470,19 @@ mod tests {
             memory_high: None,
         });
         assert!(m.uses_iocost());
+        assert!(m.pins_disk());
         assert_eq!(m.write_limit(), Some(30_000_000));
         assert_eq!(
             m.describe(),
             "io.weight=1 (iocost on, disk modelled at 30.0MB/s)"
         );
+        // Someone else's iocost: weighed, but ioshield's model does not pin the disk.
+        let theirs = Method::Cgroup(CgroupLimits {
+            dev: disk().id,
+            write: theirs,
+            memory_high: None,
+        });
+        assert!(theirs.uses_iocost() && !theirs.pins_disk());
         // The model follows the disk's measured speed, not a write limit.
         assert_eq!(m.clone().with_write_limit(50_000_000), m);
         assert_eq!(m.clone().without_write_limit(), m);

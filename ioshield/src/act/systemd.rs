@@ -81,6 +81,9 @@ const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 pub type Manager = Option<u32>;
 
 pub struct Systemd {
+    /// The unified hierarchy's mount: only its root's `io.cost.*` are written there by ioshield
+    /// itself (no unit owns them).
+    root: std::path::PathBuf,
     /// One connection per manager, opened on first use and again after any failed call:
     /// `systemctl restart dbus` leaves a dead connection behind, and every later lift would fail
     /// on it; a user manager comes and goes with the user's sessions.
@@ -170,21 +173,29 @@ impl Systemd {
         if !host::systemd_booted() {
             return Err("systemd is not running this host".into());
         }
-        let io = cgroups::v2_mount()
-            .is_some_and(|root| cgroups::controllers(&root).iter().any(|c| c == "io"));
-        if !io {
+        let root =
+            cgroups::v2_mount().filter(|root| cgroups::controllers(root).iter().any(|c| c == "io"));
+        let Some(root) = root else {
             return Err(
                 "systemd runs this host without the unified cgroup hierarchy's io \
                         controller (cgroup v1 blkio cannot slow buffered writeback)"
                     .into(),
             );
-        }
+        };
         let conn = connect(None)
             .await
             .map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
         Ok(Systemd {
+            root,
             conns: std::sync::Mutex::new([(None, conn)].into_iter().collect()),
         })
+    }
+
+    /// The cgroup hierarchy systemd runs, for the root's `io.cost.*`.
+    pub fn hierarchy(&self) -> super::cgroup::Cgroupfs {
+        super::cgroup::Cgroupfs {
+            root: self.root.clone(),
+        }
     }
 
     async fn connection(&self, m: Manager) -> Result<Connection> {

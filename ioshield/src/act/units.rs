@@ -180,17 +180,8 @@ impl Actuator {
         limits: ScopeLimits,
     ) -> Result<ScopeLimits> {
         let by_weight = matches!(limits.write, WriteControl::Weight { .. });
-        let write = match self.iocost_root() {
-            Some(fs) => self.hold_write(&fs, id, limits.dev, limits.write),
-            None => match limits.write {
-                WriteControl::Weight {
-                    model: Some(_),
-                    fallback,
-                    ..
-                } => WriteControl::Limit(fallback),
-                w => w,
-            },
-        };
+        let fs = self.systemd()?.hierarchy();
+        let write = self.hold_write(&fs, id, limits.dev, limits.write);
         let held = ScopeLimits { write, ..limits };
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
             self.systemd()?.set_limits(user, unit, &held).await?;

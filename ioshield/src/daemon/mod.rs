@@ -34,7 +34,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let systemd = Systemd::detect().await;
     let cgroupfs = Cgroupfs::detect();
     let cgroup_action = match (&systemd, &cgroupfs) {
-        (Ok(_), _) => Ok(CgroupAction::Systemd),
+        (Ok(s), _) => Ok(CgroupAction::Systemd(s.hierarchy())),
         (_, Ok(fs)) => Ok(CgroupAction::Cgroupfs(fs.clone())),
         // On a systemd host its reason is the one that matters.
         (Err(s), Err(c)) => Err(if crate::system::host::systemd_booted() {

@@ -164,7 +164,7 @@ async fn manager(systemd: &Result<Systemd, String>) -> Finding {
 fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
     let config = Config::load(None).unwrap_or_default();
     let action = match systemd {
-        Ok(_) => Ok(CgroupAction::Systemd),
+        Ok(s) => Ok(CgroupAction::Systemd(s.hierarchy())),
         Err(s) => Cgroupfs::detect()
             .map(CgroupAction::Cgroupfs)
             .map_err(|c| if host::systemd_booted() { s.clone() } else { c }),
@@ -184,7 +184,7 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
                 "per-BDI byte limits not available (kernel < 6.2)"
             };
             let iocost = match &action {
-                Ok(how @ CgroupAction::Systemd)
+                Ok(how @ CgroupAction::Systemd(_))
                     if policy.iocost == Iocost::Auto
                         && how.iocost(disk.id) != iocost::State::Foreign =>
                 {
