@@ -803,3 +803,90 @@ fn status_and_metrics_show_the_offender() {
     // As `systemctl status` says of a unit that is not running.
     assert_eq!(out.status.code(), Some(3), "{out:?}");
 }
+
+/// The BDI knobs of the disk holding `path`: (strict_limit, max_ratio_fine, max_bytes).
+fn bdi_knobs(path: &std::path::Path) -> (String, String, u64) {
+    let dev = std::fs::read_to_string(format!(
+        "/sys/block/{}/dev",
+        disk_label(path).trim_start_matches("/dev/")
+    ))
+    .unwrap();
+    let dir = format!("/sys/class/bdi/{}", dev.trim());
+    let read = |k: &str| {
+        std::fs::read_to_string(format!("{dir}/{k}"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    (
+        read("strict_limit"),
+        read("max_ratio_fine"),
+        read("max_bytes").parse().unwrap(),
+    )
+}
+
+/// `max_dirty` caps the disk's dirty data in the kernel while the daemon runs, from start-up
+/// (before anyone writes); SIGTERM, and the next start after a SIGKILL, put the knobs back.
+#[test]
+fn the_backlog_guard_holds_while_running_and_is_restored() {
+    let dir = scratch();
+    let before = bdi_knobs(dir.path());
+    if !std::path::Path::new("/sys/class/bdi").exists() || before.0.is_empty() {
+        println!("no per-BDI byte limits on this kernel: nothing to check");
+        return;
+    }
+    assert_eq!(before.0, "0", "the host's disk has a strict limit already");
+    let config = "[device.default]\nmax_dirty = \"64MiB\"\n";
+    let mut daemon = Daemon::start(dir.path(), config);
+    let line = daemon.wait_log("backlog guard: ", Duration::from_secs(5));
+    assert!(
+        line.as_deref().is_some_and(|l| l.contains("67.1 MB")),
+        "{line:?}"
+    );
+    let (strict, _, max_bytes) = bdi_knobs(dir.path());
+    assert_eq!(strict, "1");
+    // The kernel keeps a ratio of the global dirty threshold and shows it as bytes again.
+    assert!(
+        (60 << 20..68 << 20).contains(&max_bytes),
+        "max_bytes {max_bytes}"
+    );
+    assert!(
+        std::fs::read_to_string(&daemon.state_file)
+            .unwrap()
+            .contains("backlog_guard")
+    );
+    assert!(daemon.stop(Signal::SIGTERM));
+    assert_eq!(bdi_knobs(dir.path()).0, before.0);
+    assert_eq!(bdi_knobs(dir.path()).1, before.1);
+
+    daemon.restart();
+    assert!(
+        daemon
+            .wait_log("backlog guard: ", Duration::from_secs(5))
+            .is_some()
+    );
+    assert!(!daemon.stop(Signal::SIGKILL));
+    assert_eq!(
+        bdi_knobs(dir.path()).0,
+        "1",
+        "a killed daemon restores nothing"
+    );
+    std::fs::write(
+        &daemon.config,
+        std::fs::read_to_string(&daemon.config)
+            .unwrap()
+            .replace("64MiB", "off"),
+    )
+    .unwrap();
+    daemon.restart();
+    let line = daemon
+        .wait_log(
+            "restored what a previous instance left",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+    assert!(line.contains("1 restored"), "{line}");
+    assert_eq!(bdi_knobs(dir.path()).0, before.0);
+    assert_eq!(bdi_knobs(dir.path()).1, before.1);
+    assert!(daemon.stop(Signal::SIGTERM));
+}

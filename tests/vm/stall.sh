@@ -68,6 +68,15 @@ if [ -n "${IOCOST_MODEL:-}${IOCOST_QOS:-}" ]; then
     echo "stall: iocost model: $(grep "^$DEVNUM" "$CG/io.cost.model")"
     echo "stall: iocost qos: $(grep "^$DEVNUM" "$CG/io.cost.qos")"
 fi
+# The data disk's dirty limits as found (after BDI above), to check that the daemon's backlog
+# guard (max_dirty) puts them back.
+bdi_knobs() {
+    for k in strict_limit max_ratio_fine; do
+        [ -e "/sys/class/bdi/$DEVNUM/$k" ] && echo "$k=$(cat "/sys/class/bdi/$DEVNUM/$k")"
+    done | tr '\n' ' '
+}
+bdi_before=$(bdi_knobs)
+echo "stall: dirty limits of $DEVNUM: ${bdi_before:-none (kernel < 6.2)}"
 # The data disk's iocost as found, to check that the daemon puts it back (it turns iocost on
 # while it restricts a writer there).
 iocost_before=$(grep "^$DEVNUM " "$CG/io.cost.qos" "$CG/io.cost.model" 2> /dev/null)
@@ -236,6 +245,10 @@ if [ -n "$daemon" ]; then
     if [ -n "$iocost_before" ] && [ "$iocost_after" != "$iocost_before" ] ||
         { [ -z "$iocost_before" ] && printf '%s\n' "$iocost_after" | grep -qE 'enable=1|ctrl=user'; }; then
         left="$left iocost on $DEVNUM: before '$iocost_before', after '$iocost_after'"
+    fi
+    bdi_after=$(bdi_knobs)
+    if [ "$bdi_after" != "$bdi_before" ]; then
+        left="$left dirty limits of $DEVNUM: before '$bdi_before', after '$bdi_after'"
     fi
     cat "$RESULTS/daemon.log"
 fi

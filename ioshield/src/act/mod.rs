@@ -1,5 +1,6 @@
 //! Actions: the only module that changes the system. Every change is recorded in the journal
 //! before it is made, and undone on release, on exit, and by the next instance after a crash.
+mod backlog_guard;
 pub mod cgroup;
 mod cgroup_moves;
 mod demote;
@@ -98,6 +99,8 @@ pub struct Actuator {
     /// Makes scope names unique across restarts: systemd keeps a released scope until its
     /// processes exit, and a restarted daemon counts restrictions from 1 again.
     instance: u64,
+    /// Where the disks' BDI knobs are (`/sys/class/bdi`; a directory of files in unit tests).
+    bdi_root: PathBuf,
 }
 
 impl Actuator {
@@ -112,6 +115,7 @@ impl Actuator {
             instance: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            bdi_root: PathBuf::from(crate::system::bdi::SYSFS),
         }
     }
 

@@ -1,6 +1,6 @@
 //! Undoing recorded changes, in an order that works: processes out of ioshield's cgroups before
-//! the cgroups are removed, children before parents, priorities, a disk's iocost, then the
-//! shared set-up.
+//! the cgroups are removed, children before parents, priorities, a disk's iocost and dirty
+//! limits, then the shared set-up.
 use std::{
     collections::HashMap,
     path::{Path, PathBuf},
@@ -188,8 +188,10 @@ impl Actuator {
             }
         }
         for c in changes {
-            if matches!(c, Change::Iocost { .. }) {
-                self.undo_iocost(c, &mut r);
+            match c {
+                Change::Iocost { .. } => self.undo_iocost(c, &mut r),
+                Change::BacklogGuard { .. } => self.undo_backlog_guard(c, &mut r),
+                _ => {}
             }
         }
         for c in changes {

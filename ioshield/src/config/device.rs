@@ -1,6 +1,6 @@
 //! A `[device.NAME]` section (or `[device.default]`) over the policy it inherits.
 use super::{
-    ActionKind, Bandwidth, DevicePolicy, Iocost, MemoryHigh,
+    ActionKind, Bandwidth, DevicePolicy, Iocost, MaxDirty, MemoryHigh,
     file::{ConfigError, Ctx, DAY},
     keys::segment,
     raw::RawDevice,
@@ -12,6 +12,8 @@ const MAX_FLUSH_SECONDS: f64 = 3600.0;
 /// A window under 10 ms is noise from one large folio; over 10 s the tick has long acted.
 const MIN_BURST_SECONDS: f64 = 0.01;
 const MAX_BURST_SECONDS: f64 = 10.0;
+/// A backlog guard of more than a minute of the disk's speed guards nothing.
+const MAX_DIRTY_SECONDS: f64 = 60.0;
 /// A `memory.high` under a few MiB does not slow the offender, it stops it dead.
 const MEMORY_HIGH_MIN: u64 = 4 << 20;
 
@@ -142,5 +144,49 @@ pub(super) fn device_policy(
     })? {
         p.iocost = v;
     }
+    if let Some(v) = ctx.value(&raw.max_dirty, &key("max_dirty"), |s: &String| {
+        parse_max_dirty(s)
+    })? {
+        p.max_dirty = v;
+    }
     Ok(p)
+}
+
+/// "off", seconds of the disk's speed ("250ms", "0.5s"), or a size ("16MiB").
+fn parse_max_dirty(s: &str) -> Result<MaxDirty, String> {
+    let t = s.trim();
+    if t == "off" {
+        return Ok(MaxDirty::Off);
+    }
+    let seconds = match t.strip_suffix('s') {
+        // "/s" makes it a rate, which is not what this key takes.
+        Some(n) if !n.ends_with('/') && !n.ends_with('B') => {
+            let parsed = match n.strip_suffix('m') {
+                Some(ms) => ms.trim().parse::<f64>().map(|v| v / 1000.0),
+                None => n.trim().parse::<f64>(),
+            };
+            Some(
+                parsed
+                    .map_err(|_| format!("`{t}` is not a duration like \"250ms\" or \"0.5s\""))?,
+            )
+        }
+        _ => None,
+    };
+    match seconds {
+        Some(v) if v > 0.0 && v <= MAX_DIRTY_SECONDS => Ok(MaxDirty::Seconds(v)),
+        Some(_) => Err(format!(
+            "`{t}` must be more than 0 and at most {MAX_DIRTY_SECONDS}s of the disk's speed"
+        )),
+        None => match parse_bandwidth(t) {
+            _ if t.ends_with("/s") => Err(format!(
+                "`{t}` is a rate; give seconds of the disk's speed (\"250ms\"), a size \
+                 (\"16MiB\") or \"off\""
+            )),
+            Ok(b) if b >= MaxDirty::FLOOR => Ok(MaxDirty::Bytes(b)),
+            Ok(_) => Err(format!("`{t}` is less than 4 MiB")),
+            Err(e) => Err(format!(
+                "{e}; or seconds of the disk's speed (\"250ms\"), \"off\""
+            )),
+        },
+    }
 }

@@ -327,6 +327,24 @@ action = "cgroup"
             iocost_on.policy_for(Some("vdb")).iocost,
             crate::config::Iocost::On
         );
+        use crate::config::MaxDirty;
+        assert_eq!(c.policy_for(None).max_dirty, MaxDirty::Off);
+        for (text, want) in [
+            ("250ms", MaxDirty::Seconds(0.25)),
+            ("0.5s", MaxDirty::Seconds(0.5)),
+            ("2 s", MaxDirty::Seconds(2.0)),
+            ("16MiB", MaxDirty::Bytes(16 << 20)),
+            ("off", MaxDirty::Off),
+        ] {
+            let guarded = parse(&format!("[device.vdb]\nmax_dirty = \"{text}\"\n"), "t").unwrap();
+            assert_eq!(guarded.policy_for(Some("vdb")).max_dirty, want, "{text}");
+            let again = parse(&guarded.to_toml(), "t").unwrap();
+            assert_eq!(again.policy_for(Some("vdb")).max_dirty, want, "{text}");
+        }
+        // Seconds of the disk's speed, never less than the floor.
+        assert_eq!(MaxDirty::Seconds(0.25).bytes(30e6), Some(7_500_000));
+        assert_eq!(MaxDirty::Seconds(0.25).bytes(1e6), Some(MaxDirty::FLOOR));
+        assert_eq!(MaxDirty::Off.bytes(30e6), None);
         // The effective configuration round-trips through check-config's output.
         let again = parse(&c.to_toml(), "t").unwrap();
         assert_eq!(again.policy_for(Some("/dev/vdb")), vdb);
@@ -466,6 +484,26 @@ action = "cgroup"
                 "2: device.sda.iocost: `yes` is not",
             ),
             (
+                "[device.sda]\nmax_dirty = \"30MB/s\"\n",
+                "2: device.sda.max_dirty: `30MB/s` is a rate",
+            ),
+            (
+                "[device.sda]\nmax_dirty = \"1MiB\"\n",
+                "2: device.sda.max_dirty: `1MiB` is less than 4 MiB",
+            ),
+            (
+                "[device.sda]\nmax_dirty = \"0s\"\n",
+                "2: device.sda.max_dirty: `0s` must be more than 0",
+            ),
+            (
+                "[device.sda]\nmax_dirty = \"2m\"\n",
+                "2: device.sda.max_dirty:",
+            ),
+            (
+                "[device.sda]\nmax_dirty = \"soon\"\n",
+                "2: device.sda.max_dirty:",
+            ),
+            (
                 "[device.sda]\nbandwidth = \"1e9GB/s\"\n",
                 "2: device.sda.bandwidth:",
             ),
@@ -547,6 +585,7 @@ action = "cgroup"
             Just("limit"),
             Just("memory_high"),
             Just("iocost"),
+            Just("max_dirty"),
             Just("bogus"),
         ];
         let value = prop_oneof![

@@ -149,6 +149,43 @@ pub struct DevicePolicy {
     pub memory_high: MemoryHigh,
     /// Whether ioshield may turn iocost on for the disk while it restricts a writer there.
     pub iocost: Iocost,
+    /// A cap on the disk's dirty data, held by the kernel for every writer from the first write.
+    pub max_dirty: MaxDirty,
+}
+
+/// The backlog guard: the kernel's per-disk dirty limit (`/sys/class/bdi/M:m/max_bytes` with
+/// `strict_limit`, Linux 6.2 and later), set while the daemon runs. It holds every writer of the
+/// disk to that much dirty data from its first write, before any process is detected: what
+/// others wait for behind the disk's backlog cannot grow past it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MaxDirty {
+    Off,
+    /// This many seconds of the disk's write speed (the speed ioshield judges writers against).
+    Seconds(f64),
+    Bytes(u64),
+}
+
+impl MaxDirty {
+    /// Below a few MiB the kernel throttles a writer in steps too coarse to keep the disk busy.
+    pub const FLOOR: u64 = 4 << 20;
+
+    pub fn bytes(&self, bandwidth: f64) -> Option<u64> {
+        match self {
+            MaxDirty::Off => None,
+            MaxDirty::Seconds(s) => Some(((s * bandwidth) as u64).max(Self::FLOOR)),
+            MaxDirty::Bytes(b) => Some(*b),
+        }
+    }
+}
+
+impl Serialize for MaxDirty {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MaxDirty::Off => s.serialize_str("off"),
+            MaxDirty::Seconds(secs) => s.serialize_str(&format!("{secs}s")),
+            MaxDirty::Bytes(b) => s.serialize_str(&format!("{b}B")),
+        }
+    }
 }
 
 /// iocost on a disk: a cost model of the disk plus per-cgroup weights. Restricting an offender
@@ -223,6 +260,7 @@ impl Default for Config {
                 limit: 0.75,
                 memory_high: MemoryHigh::Auto,
                 iocost: Iocost::Auto,
+                max_dirty: MaxDirty::Off,
             },
             devices: Vec::new(),
             source: None,

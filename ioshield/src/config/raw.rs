@@ -62,4 +62,5 @@ pub(super) struct RawDevice {
     pub(super) limit: Option<Spanned<f64>>,
     pub(super) memory_high: Option<Spanned<String>>,
     pub(super) iocost: Option<Spanned<String>>,
+    pub(super) max_dirty: Option<Spanned<String>>,
 }

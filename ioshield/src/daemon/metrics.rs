@@ -68,6 +68,7 @@ pub struct Metrics {
     pub offenders: Family<DeviceLabel, Gauge>,
     pub iocost: Family<DeviceLabel, Gauge>,
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
+    pub backlog_guard: Family<DeviceLabel, Gauge>,
     pub actions: Family<ActionLabel, Counter>,
     pub undone_changes: Counter,
     pub pending_undos: Gauge,
@@ -88,6 +89,7 @@ impl Metrics {
             offenders: Family::default(),
             iocost: Family::default(),
             bandwidth: Family::default(),
+            backlog_guard: Family::default(),
             actions: Family::default(),
             undone_changes: Counter::default(),
             pending_undos: Gauge::default(),
@@ -107,6 +109,12 @@ impl Metrics {
             "throttled_seconds",
             "Time writers were paused by balance_dirty_pages, per disk",
             m.throttled_seconds.clone(),
+        );
+        registry.register(
+            "backlog_guard_bytes",
+            "The cap on the disk's dirty data ioshield's backlog guard (max_dirty) holds, 0 \
+             without one",
+            m.backlog_guard.clone(),
         );
         registry.register(
             "offenders",
@@ -223,6 +231,13 @@ impl Metrics {
             .set(i64::from(restricted && by_iocost));
     }
 
+    pub fn backlog_guard(&self, disk: &Disk, bytes: u64) {
+        let bytes = i64::try_from(bytes).unwrap_or(i64::MAX);
+        self.backlog_guard
+            .get_or_create(&DeviceLabel::of(disk))
+            .set(bytes);
+    }
+
     /// Feeds the kernel's cumulative per-program run count and time.
     pub fn program_cost(&mut self, program: &str, runs: u64, run_ns: u64) {
         let (r0, t0) = self
@@ -303,6 +318,13 @@ mod tests {
             true,
             true,
         );
+        m.backlog_guard(
+            &Disk {
+                id: Default::default(),
+                name: Some("vdb".into()),
+            },
+            7_500_000,
+        );
         m.actions
             .get_or_create(&ActionLabel {
                 action: "restrict".into(),
@@ -332,6 +354,10 @@ mod tests {
         );
         assert!(
             text.contains("ioshield_iocost{device=\"vdb\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ioshield_backlog_guard_bytes{device=\"vdb\"} 7500000\n"),
             "{text}"
         );
         assert!(!text.contains("# EOF"), "{text}");

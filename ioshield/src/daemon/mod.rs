@@ -4,6 +4,7 @@ mod classic;
 mod decisions;
 mod disk;
 mod engine;
+mod guard;
 mod instance;
 mod metrics;
 mod ratelimit;

@@ -219,8 +219,19 @@ impl BandwidthEstimator {
     }
 
     /// The disk's measured speed, if it has been measured (now or in an earlier run).
+    #[cfg(test)]
     pub fn learned(&self, dev: DevId) -> Option<f64> {
         self.learned.get(&dev).map(|&(v, _)| v)
+    }
+
+    /// The disk's speed as the next run should start from it: what it can do, not a lower
+    /// bound. A floor kept across a restart would come back as "measured in an earlier run",
+    /// the disk's capacity, and become the iocost model that holds every writer to it.
+    pub fn worth_keeping(&self, dev: DevId) -> Option<f64> {
+        match self.learned.get(&dev) {
+            Some(&(_, Source::Floor)) | None => None,
+            Some(&(v, _)) => Some(v),
+        }
     }
 
     /// Starts from a speed measured in an earlier run; the first measurement replaces it.
@@ -447,6 +458,7 @@ mod tests {
             Some((40e6, "at least what it wrote for 5 s without a backlog"))
         );
         assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
+        assert_eq!(e.worth_keeping(DEV), None, "not kept for the next run");
         // A steadier, faster stretch raises the floor; a slower one does not lower it.
         for _ in 0..5 {
             e.observe(&second(50_000_000, 0.6));
@@ -461,6 +473,7 @@ mod tests {
         e.observe(&backlog(30_000_000));
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
         assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
+        assert_eq!(e.worth_keeping(DEV), Some(30e6));
         // Slower stretches never lower it; a faster one proves it low.
         for _ in 0..5 {
             e.observe(&second(20_000_000, 0.6));
@@ -470,6 +483,7 @@ mod tests {
             e.observe(&second(60_000_000, 0.6));
         }
         assert_eq!(e.learned(DEV), Some(60e6));
+        assert_eq!(e.worth_keeping(DEV), Some(60e6));
         // Still the disk's capacity, not a lower bound (6.1 bench: 25.1 MB/s from an earlier
         // run, then 27.5 MB/s written without a backlog, moved the restriction off iocost).
         assert_eq!(

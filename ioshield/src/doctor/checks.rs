@@ -9,7 +9,7 @@ use crate::{
         method::{method_for, write_control},
         systemd::Systemd,
     },
-    config::{Config, Iocost},
+    config::{Config, Iocost, MaxDirty},
     detect::bandwidth::Estimate,
     probe::Probe,
     system::{bdi, cgroups, devices, host, kernel},
@@ -178,10 +178,16 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
             let estimate = crate::detect::bandwidth::BandwidthEstimator::default()
                 .estimate(disk.id, policy.bandwidth);
             let (method, note) = method_for(disk, &policy, estimate, &action);
-            let knobs = if bdi::has_byte_limits(disk.id) {
-                "per-BDI max_bytes/strict_limit available"
-            } else {
-                "per-BDI byte limits not available (kernel < 6.2)"
+            let knobs = match (bdi::has_byte_limits(disk.id), policy.max_dirty) {
+                (true, MaxDirty::Off) => "per-BDI max_bytes/strict_limit available".to_string(),
+                (true, max) => format!("backlog guard max_dirty = {}", show_max_dirty(max)),
+                (false, MaxDirty::Off) => {
+                    "per-BDI byte limits not available (kernel < 6.2)".to_string()
+                }
+                (false, max) => format!(
+                    "max_dirty = {} cannot be applied: per-BDI byte limits need Linux 6.2",
+                    show_max_dirty(max)
+                ),
             };
             let iocost = match &action {
                 Ok(how @ CgroupAction::Systemd(_))
@@ -203,13 +209,22 @@ fn disks(systemd: &Result<Systemd, String>) -> Vec<Finding> {
                 .map(|n| n.trim_start_matches("action auto: ").to_string())
                 .unwrap_or_else(|| method.describe());
             let detail = format!("action auto: {what_it_does}{iocost}; {knobs}");
-            if note_is_fallback(&method) {
+            let guard_refused = policy.max_dirty != MaxDirty::Off && !bdi::has_byte_limits(disk.id);
+            if note_is_fallback(&method) || guard_refused {
                 Finding::degraded(&what, detail)
             } else {
                 Finding::ok(&what, detail)
             }
         })
         .collect()
+}
+
+fn show_max_dirty(max: MaxDirty) -> String {
+    match max {
+        MaxDirty::Off => "off".into(),
+        MaxDirty::Seconds(s) => format!("{s}s of the disk's speed"),
+        MaxDirty::Bytes(b) => crate::display::show_bytes(b),
+    }
 }
 
 fn note_is_fallback(method: &crate::act::Method) -> bool {

@@ -62,6 +62,13 @@ pub enum Change {
         model: Option<String>,
         qos: Option<String>,
     },
+    /// The disk's (`major:minor`) dirty data capped by its BDI's `max_bytes` with `strict_limit`
+    /// for as long as the daemon runs; put back `strict_limit` and `max_ratio_fine`.
+    BacklogGuard {
+        device: String,
+        strict_limit: bool,
+        max_ratio_fine: u64,
+    },
     /// A process moved from cgroup `from` into `to`.
     CgroupMove {
         restriction: u64,
@@ -80,7 +87,7 @@ impl Change {
             | Change::UnitLimits { restriction, .. }
             | Change::Iocost { restriction, .. }
             | Change::CgroupMove { restriction, .. } => Some(*restriction),
-            Change::ControllerEnabled { .. } => None,
+            Change::ControllerEnabled { .. } | Change::BacklogGuard { .. } => None,
         }
     }
 }

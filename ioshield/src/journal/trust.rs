@@ -72,7 +72,8 @@ pub(super) fn quarantine(path: &Path, why: &str) {
             aside.display()
         ),
         Err(e) => tracing::error!(
-            "state file {} is not readable ({why}) and could not be moved aside ({e}); starting              with nothing to undo",
+            "state file {} is not readable ({why}) and could not be moved aside ({e}); starting \
+             with nothing to undo",
             path.display()
         ),
     }
@@ -135,6 +136,21 @@ impl Change {
                     Err(format!("`{device}` is not a device number"))
                 } else if !one_line(model) || !one_line(qos) {
                     Err(format!("iocost settings of {device} span lines"))
+                } else {
+                    Ok(())
+                }
+            }
+            Change::BacklogGuard {
+                device,
+                max_ratio_fine,
+                ..
+            } => {
+                if crate::system::devices::DevId::parse(device).is_none() {
+                    Err(format!("`{device}` is not a device number"))
+                } else if *max_ratio_fine > 1_000_000 {
+                    Err(format!(
+                        "max_ratio_fine {max_ratio_fine} of {device} is over 100%"
+                    ))
                 } else {
                     Ok(())
                 }

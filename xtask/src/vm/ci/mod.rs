@@ -109,6 +109,20 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield iocost",
                 held_by_iocost(&dir.join("ioshield")),
             );
+            // The backlog guard alone (max_dirty, no restriction): the kernel's per-disk dirty
+            // limit from 6.2 on; stall.sh fails the run if the knobs are not put back.
+            if has_bdi_byte_limits(series) {
+                let guard = stall_as(
+                    "ioshield-guard",
+                    "ioshield",
+                    &["BANDWIDTH=30MB/s", GUARD_ALONE],
+                )
+                .and_then(|p| {
+                    guarded(&dir.join("ioshield-guard"))?;
+                    compare(&p, &none)
+                });
+                report(series, "ioshield-guard", guard);
+            }
         }
     }
     println!(
@@ -117,6 +131,27 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
     );
     if failed > 0 {
         bail!("{failed} vm checks failed (logs in {})", out.display());
+    }
+    Ok(())
+}
+
+/// The daemon's device section for the guard-alone run: decide without acting, cap the disk's
+/// dirty data at 0.25 s of its speed (docs/bench/backlog-guard.md).
+const GUARD_ALONE: &str = "IOSHIELD_DEVICE=action = \"dry-run\";max_dirty = \"250ms\"";
+
+/// Whether a kernel series of the bed (`6.1`, `6.12`) has per-BDI `max_bytes` and
+/// `strict_limit` (6.2 and later).
+fn has_bdi_byte_limits(series: &str) -> bool {
+    let mut parts = series.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 2)
+}
+
+/// The daemon capped the data disk's dirty data at 0.25 s of the configured 30 MB/s.
+fn guarded(run: &Path) -> Result<()> {
+    let log = run.join("results/daemon.log");
+    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    if !text.contains("backlog guard: the disk's dirty data capped at 7.5 MB") {
+        bail!("no backlog guard of 7.5 MB in {}", log.display());
     }
     Ok(())
 }
@@ -229,4 +264,17 @@ fn last_line(path: &Path) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("(no output)")
         .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn kernel_series_with_per_bdi_byte_limits() {
+        assert!(!super::has_bdi_byte_limits("6.1"));
+        assert!(super::has_bdi_byte_limits("6.2"));
+        assert!(super::has_bdi_byte_limits("6.12"));
+        assert!(super::has_bdi_byte_limits("7.0"));
+        assert!(!super::has_bdi_byte_limits("5.19"));
+        assert!(!super::has_bdi_byte_limits("unknown"));
+    }
 }
