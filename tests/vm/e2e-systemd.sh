@@ -639,6 +639,7 @@ check login-end-ends-innocent "the session's innocent loop survived terminate-se
 loginctl disable-linger e2euser
 
 # --- measured: a copy in user.slice next to a database-like service in system.slice ---------
+# (and, with iocost = "on", the same copy in system.slice, next to the service)
 # Under hierarchical weights the held copy's IOWeight=1 counts inside user.slice, which weighs
 # as much as system.slice: what does a system service's commit wait across slices? The same job
 # with ioshield stopped, then running with iocost = "on" (the disk's speed known from its state
@@ -648,13 +649,13 @@ loginctl disable-linger e2euser
 # included), next to ioshield-load's commit load (4 KiB + fdatasync every 100 ms) as a service
 # in system.slice. Printed as MEASURE lines; the only check is that the copy was held by weight.
 cross_slice() {
-    local label=$1 rec="$RESULTS/cross-slice-$1.json" t0 t1 commit
+    local label=$1 slice=${2:-user.slice} rec="$RESULTS/cross-slice-$1.json" t0 t1 commit
     rm -f "$DATA/copy"
     systemd-run --unit="commit-$label" /e2e/ioshield-load commit --duration 300s --dir "$DATA" \
         --out "$rec" > /dev/null 2>&1
     sleep 3
     t0=$(now)
-    systemd-run --wait --quiet --slice=user.slice --unit="copy-$label" \
+    systemd-run --wait --quiet --slice="$slice" --unit="copy-$label" \
         dd if=/dev/zero of="$DATA/copy" bs=1M count=400 conv=fsync > /dev/null 2>&1
     t1=$(now)
     sleep 2
@@ -662,7 +663,7 @@ cross_slice() {
     wait_for 10 test -s "$rec"
     commit=$(/e2e/ioshield-load summarize "$rec" 2>/dev/null |
         awk '$1 == "commit" { print "commit longest pause " $3 ", paused " $4 " in total, " $6 " pauses over 100 ms" }')
-    echo "MEASURE cross-slice $label: dd 400 MB in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s (%.1f MB/s)", b - a, 400 * 1.048576 / (b - a) }'), ${commit:-no commit record}" |
+    echo "MEASURE cross-slice $label: dd 400 MB in $slice in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s (%.1f MB/s)", b - a, 400 * 1.048576 / (b - a) }'), ${commit:-no commit record}" |
         tee -a "$CHECKS"
     rm -f "$DATA/copy"
 }
@@ -676,6 +677,13 @@ XRESTRICT=$(journal_since "$T20" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-by-weight "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWeight=1 (iocost on, .* on copy-with-ioshield-iocost.service itself"'
+# Inside one slice the weight counts against the service's own: the same copy in system.slice.
+T22=$(date +%s)
+cross_slice same-slice-iocost system.slice
+XRESTRICT=$(journal_since "$T22" | grep -m1 "^restrict pid [0-9]* (dd) ")
+log "journal: ${XRESTRICT:-no restrict line for dd}"
+check same-slice-by-weight "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
+    eval 'echo "$XRESTRICT" | grep -q "IOWeight=1 (iocost on, .* on copy-same-slice-iocost.service itself"'
 T21=$(date +%s)
 iocost_config default
 cross_slice with-ioshield-default

@@ -55,6 +55,11 @@ pub struct Sample {
     pub dirty: DirtyState,
     /// What each disk did since the previous sample.
     pub disks: HashMap<DevId, DiskDelta>,
+    /// The time `disks` spans, from one read of the disks' counters to the next. Not `elapsed`:
+    /// they are read after the processes' counters, whose reading takes longer at some samples
+    /// than at others (thousands of map entries, new devices to resolve; slower still under
+    /// emulation), and a disk's speed is bytes over this interval.
+    pub disks_elapsed: Duration,
     pub lost: Lost,
 }
 

@@ -56,6 +56,8 @@ pub struct Probe {
     devices: Devices,
     last: Instant,
     disks: std::collections::HashMap<crate::system::devices::DevId, diskstats::DiskCounters>,
+    /// When `disks` was read.
+    disks_read: Instant,
 }
 
 impl Probe {
@@ -80,6 +82,7 @@ impl Probe {
             devices: Devices::default(),
             last: Instant::now(),
             disks: diskstats::read(),
+            disks_read: Instant::now(),
         })
     }
 
@@ -135,6 +138,9 @@ impl Probe {
         };
         let (writes, lost) = self.counters.read(&lifecycle, &mut self.devices)?;
         let now_disks = diskstats::read();
+        let disks_read = Instant::now();
+        let disks_elapsed = disks_read.duration_since(self.disks_read);
+        self.disks_read = disks_read;
         let disks = now_disks
             .iter()
             .map(|(dev, c)| {
@@ -157,6 +163,7 @@ impl Probe {
             lifecycle,
             dirty: vmstat::dirty_state(),
             disks,
+            disks_elapsed,
             lost,
         })
     }
