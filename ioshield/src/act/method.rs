@@ -127,8 +127,8 @@ pub enum CgroupAction {
 
 impl CgroupAction {
     /// Whether ioshield may turn iocost on here under `configured`: on systemd hosts only when
-    /// asked (`on`), since an offender's weight counts only inside its slice there (see
-    /// [`Iocost::Auto`]).
+    /// asked (`on`): there the weight left a committing service slower than the write limit
+    /// (see [`Iocost::Auto`]).
     pub fn iocost_allowed(&self, configured: Iocost) -> Iocost {
         match (self, configured) {
             (_, Iocost::Off) | (CgroupAction::Systemd(_), Iocost::Auto) => Iocost::Off,
@@ -392,8 +392,8 @@ mod tests {
         assert_eq!((m, note), (Method::DryRun, None));
     }
 
-    /// On systemd hosts iocost is turned on only when asked: the offender's weight counts only
-    /// inside its slice there.
+    /// On systemd hosts iocost is turned on only when asked (the e2e measured the weight
+    /// worse for a committing service than the write limit there).
     #[test]
     fn systemd_hosts_turn_iocost_on_only_when_asked() {
         let systemd = systemd();

@@ -196,9 +196,9 @@ impl Serialize for MaxDirty {
 pub enum Iocost {
     /// Turn iocost on for the disk while a restriction there holds (a linear model from the
     /// disk's speed), unless someone else set iocost up on it: then use theirs as it is. Not on
-    /// systemd hosts, where an offender's weight counts only inside its slice: a copy in
-    /// user.slice held by IOWeight=1 still paused a committing service in system.slice about
-    /// twice as long in total as IOWriteBandwidthMax= did (e2e, docs/bench/systemd-iocost.md).
+    /// systemd hosts, where a copy held by IOWeight=1 paused a committing service about twice as
+    /// long in total as IOWriteBandwidthMax= did, across slices and inside one alike (e2e,
+    /// docs/bench/systemd-iocost.md).
     Auto,
     /// As `Auto`, on systemd hosts too.
     On,
