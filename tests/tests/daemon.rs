@@ -831,10 +831,6 @@ fn bdi_knobs(path: &std::path::Path) -> (String, String, u64) {
 fn the_backlog_guard_holds_while_running_and_is_restored() {
     let dir = scratch();
     let before = bdi_knobs(dir.path());
-    if !std::path::Path::new("/sys/class/bdi").exists() || before.0.is_empty() {
-        println!("no per-BDI byte limits on this kernel: nothing to check");
-        return;
-    }
     assert_eq!(before.0, "0", "the host's disk has a strict limit already");
     let config = "[device.default]\nmax_dirty = \"64MiB\"\n";
     let mut daemon = Daemon::start(dir.path(), config);

@@ -26,12 +26,8 @@ impl Actuator {
                 max_ratio_fine: before.max_ratio_fine,
             })?;
         }
-        let write = |name: &str, value: &str| {
-            std::fs::write(dir.join(name), value)
-                .with_context(|| format!("writing {value} to {}", dir.join(name).display()))
-        };
-        write("max_bytes", &bytes.to_string())?;
-        write("strict_limit", "1")
+        write_knob(&dir, "max_bytes", &bytes.to_string())?;
+        write_knob(&dir, "strict_limit", "1")
     }
 
     /// Lifts the guard from `dev` (its policy no longer asks for one).
@@ -85,21 +81,18 @@ impl Actuator {
             ));
             return;
         }
-        let write = |name: &str, value: &str| {
-            std::fs::write(dir.join(name), value).map_err(|e| {
-                format!(
-                    "restoring {} of disk {device} to {value}: {e}",
-                    dir.join(name).display()
-                )
-            })
-        };
-        let restored = write("max_ratio_fine", &max_ratio_fine.to_string())
-            .and_then(|()| write("strict_limit", if *strict_limit { "1" } else { "0" }));
+        let restored = write_knob(&dir, "max_ratio_fine", &max_ratio_fine.to_string())
+            .and_then(|()| write_knob(&dir, "strict_limit", if *strict_limit { "1" } else { "0" }));
         match restored {
             Ok(()) => r.restored += 1,
-            Err(e) => r.fail(change, e),
+            Err(e) => r.fail(change, format!("restoring disk {device}: {e:#}")),
         }
     }
+}
+
+fn write_knob(dir: &std::path::Path, name: &str, value: &str) -> Result<()> {
+    let path = dir.join(name);
+    std::fs::write(&path, value).with_context(|| format!("writing {value} to {}", path.display()))
 }
 
 #[cfg(test)]

@@ -501,6 +501,13 @@ impl Engine {
     /// The backlog guard of every disk whose policy asks for one, at the speed writers there
     /// are judged against; lifted while a restriction holds on the disk.
     fn update_guards(&mut self, actuator: &mut Actuator) {
+        // The shipped configuration has no guard anywhere: nothing to do per tick.
+        let asked = std::iter::once(&self.config.default_device)
+            .chain(self.config.devices.iter().map(|(_, p)| p))
+            .any(|p| p.max_dirty != MaxDirty::Off);
+        if !asked && !self.guards.any_applied() {
+            return;
+        }
         let disks = self.guards.disks().to_vec();
         for disk in &disks {
             let policy = self.policy(disk);

@@ -42,6 +42,10 @@ impl BacklogGuards {
         self.refused.clear();
     }
 
+    pub fn any_applied(&self) -> bool {
+        !self.applied.is_empty()
+    }
+
     pub fn applied(&self, dev: DevId) -> Option<u64> {
         self.applied.get(&dev).copied()
     }
