@@ -4,8 +4,9 @@
 # PID 1; this script is the oneshot `ioshield-e2e.service`. It installs the package with dpkg, runs
 # a heavy writer and an innocent loop in one scope (like a login session), and checks that the
 # daemon moves only the writer into a limited scope of its own in the session's slice, bound to
-# the session, holds it by IOWeight=1 under iocost (turned on by the daemon, with a model from the
-# disk's measured speed) once the disk is measured, lifts the limits again and puts the disk's
+# the session, holds it by IOWeight=1 under iocost (turned on by the daemon: the kernel's rate
+# control of an assumed slow disk at first, then a model from the disk's measured speed, pinned,
+# once the probe has the disk measured), lifts the limits again and puts the disk's
 # iocost back, restricts again after a restart, undoes everything on stop;
 # that a service whose main process writes is limited in place and put back exactly; that a
 # user's own unit is limited through that user's systemd and stays where it is; that with the
@@ -79,6 +80,11 @@ iocost_model() { sed -n "s/^$DEVNUM //p" /sys/fs/cgroup/io.cost.model; }
 # ioshield's QoS (act/iocost.rs QOS): on, user-set, the rate pinned at the model's.
 IOSHIELD_QOS="enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00"
 iocost_ours() { test "$(iocost_qos)" = "$IOSHIELD_QOS"; }
+# Before the disk is measured (act/iocost.rs ADAPTIVE_QOS): the kernel's latency control moves
+# the rate, from at least a quarter of the model (more once the probe raised it).
+iocost_adaptive() {
+    iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=[0-9.]+ max=10000.00$'
+}
 model_wbps() { iocost_model | sed -n 's/.* wbps=\([0-9]*\) .*/\1/p'; }
 # Before the daemon ever restricted anything: what every undo must put back.
 QOS0=$(iocost_qos)
@@ -231,15 +237,17 @@ check scope-bound-to-session "BindsTo of ${SCOPE:-no scope}: $(prop "${SCOPE:-no
 SCG=$(cgroup_of "$WRITER")
 LIMIT=$(prop "${SCOPE:-none}" IOWriteBandwidthMax)
 log "$SCOPE IOWriteBandwidthMax=$LIMIT io.max: $(cat "/sys/fs/cgroup$SCG/io.max" 2>/dev/null)"
-# What the first restriction set is in its journal line: the disk may be measured a few seconds
-# later (3 s in one run), and the unit then holds the weight instead of the limit.
-check scope-write-limit "$RESTRICT; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
-    eval 'echo "$RESTRICT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on new scope $SCOPE " &&
-        { echo "$LIMIT" | grep -q "^$DATA_DEV [0-9]" || weighted "$SCOPE"; }'
-# The disk is not measured yet (a fresh install): the daemon holds the writer with a write limit
-# (raised step by step) until the backlog the writer left shows the disk's speed; then the scope
-# is held by IOWeight=1 under iocost, which the daemon turns on for the disk with a model of that
-# speed. What the scope writes to the disk is what io.stat counts (bios, after throttling).
+# The disk is not measured yet (a fresh install): the first restriction holds the writer by
+# IOWeight=1 under iocost the daemon turns on with the assumed slow disk's model and the kernel's
+# latency control of the rate (its journal line; the disk may be measured seconds later).
+QOS_AT_RESTRICT=$(iocost_qos)
+check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
+    eval 'echo "$RESTRICT" | grep -q "IOWeight=1 (iocost on, disk not measured: modelled at 25.0MB/s, .*on new scope $SCOPE " &&
+        weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
+# Under the rate control the writer keeps the disk short of a backlog: after 10 s the probe
+# raises the lowest rate the kernel may choose, step by step, until a backlog shows the disk's
+# speed; then iocost's model is that speed, pinned. What the scope writes to the disk is what
+# io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }
 wchar() { sed -n 's/^wchar: //p' "/proc/$WRITER/io"; }
 disk_measured() { ioshield status 2>/dev/null | grep -E "^$DATA_DEV .*bandwidth" | grep -qE '\(measured'; }

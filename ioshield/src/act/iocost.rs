@@ -1,11 +1,13 @@
 //! iocost on a disk for as long as a restriction there needs it. With iocost on, the offender's
 //! cgroup gets `io.weight` 1 instead of an `io.max` limit: it is held back only while others
 //! want the disk, and otherwise writes at the disk's speed (docs/bench/candidates-6.12.md).
-//! iocost needs a model of what the disk can do; ioshield writes a linear one from the disk's
-//! measured write speed and pins the virtual rate at 100% of it, the setting the bench measured
-//! (the kernel's own rate control raises the rate as long as requests complete within its
-//! latency targets, which lets a backlog build on a disk that queues deeply). The disk's
-//! previous settings are journaled first and written back on release, on exit and after a crash.
+//! iocost needs a model of what the disk can do. Once the disk's speed is measured, ioshield
+//! writes a linear model of it and pins the virtual rate at 100% of it, the setting the bench
+//! measured. Before that, the model is the assumed slow disk's and the kernel's latency control
+//! moves the rate (50 ms at the 95th percentile): on the 6.12 bed that held the innocents'
+//! longest pause to 0.3-0.4 s from the first restriction, where `io.max` from the assumed speed
+//! left 1-3 s (docs/bench/iocost-adaptive.md). The disk's previous settings are journaled first
+//! and written back on release, on exit and after a crash.
 use anyhow::{Result, anyhow};
 
 use super::{Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs};
@@ -17,11 +19,105 @@ use crate::{
     },
 };
 
-/// The `io.cost.qos` ioshield writes, as the kernel prints it back: on, user-set, the virtual
-/// rate pinned at 100% of the model. Also how a restarted daemon or the undo recognises the
-/// setting as ioshield's.
+/// The `io.cost.qos` ioshield writes for a measured disk, as the kernel prints it back: on,
+/// user-set, the virtual rate pinned at 100% of the model. Also how a restarted daemon or the
+/// undo recognises the setting as ioshield's.
 pub const QOS: &str =
     "enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00";
+
+/// The `io.cost.qos` for a disk not yet measured, up to the lowest rate (`min=`): the kernel
+/// lowers the virtual rate while more than 5% of reads or writes take over 50 ms on the disk
+/// (a queue building up), and raises it while cgroups wait for vtime and the disk keeps within
+/// that. 50 ms is a few large writes on a slow disk; the highest rate is the kernel's own.
+const ADAPTIVE_QOS: &str = "enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000";
+const ADAPTIVE_MAX: &str = "max=10000.00";
+/// The lowest rate the latency control may choose, in percent of the model: a disk four times
+/// slower than the assumed one (a cheap USB stick) is still reached.
+pub const ADAPTIVE_MIN_PCT: u32 = 25;
+const ADAPTIVE_MAX_PCT: u32 = 10_000;
+
+/// How ioshield's iocost sets the disk's virtual rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vrate {
+    /// At 100% of a model of the disk's measured speed.
+    Pinned,
+    /// Left to the kernel's latency control, at least `min_pct`% of the model.
+    Adaptive { min_pct: u32 },
+}
+
+/// The iocost ioshield turns on for a disk: a linear model of `wbps` bytes per second and how
+/// the rate follows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Model {
+    pub wbps: u64,
+    pub vrate: Vrate,
+}
+
+impl Model {
+    pub fn pinned(wbps: u64) -> Model {
+        Model {
+            wbps,
+            vrate: Vrate::Pinned,
+        }
+    }
+
+    pub fn adaptive(wbps: u64, min_pct: u32) -> Model {
+        Model {
+            wbps,
+            vrate: Vrate::Adaptive {
+                min_pct: min_pct.clamp(1, ADAPTIVE_MAX_PCT),
+            },
+        }
+    }
+
+    /// The slowest the disk is let write: the model, or the lowest rate the kernel may choose.
+    pub fn rate(&self) -> u64 {
+        match self.vrate {
+            Vrate::Pinned => self.wbps,
+            Vrate::Adaptive { min_pct } => {
+                (u128::from(self.wbps) * u128::from(min_pct) / 100).min(u128::from(u64::MAX)) as u64
+            }
+        }
+    }
+
+    /// The same model whose rate may not fall below `wbps` (the probe of a disk not yet
+    /// measured); a pinned rate stays as it is.
+    pub fn at_least(self, wbps: u64) -> Model {
+        match self.vrate {
+            Vrate::Pinned => self,
+            Vrate::Adaptive { .. } => {
+                let pct = u128::from(wbps) * 100 / u128::from(self.wbps.max(1));
+                Model::adaptive(self.wbps, pct.min(u128::from(ADAPTIVE_MAX_PCT)) as u32)
+            }
+        }
+    }
+
+    /// The `io.cost.qos` line (without the device), as the kernel prints it.
+    pub fn qos_line(&self) -> String {
+        match self.vrate {
+            Vrate::Pinned => QOS.to_string(),
+            Vrate::Adaptive { min_pct } => {
+                format!("{ADAPTIVE_QOS} min={min_pct}.00 {ADAPTIVE_MAX}")
+            }
+        }
+    }
+
+    /// How the model reads in logs: "disk modelled at 25.0MB/s".
+    pub fn describe(&self, show: impl Fn(u64) -> String) -> String {
+        match self.vrate {
+            Vrate::Pinned => format!("disk modelled at {}", show(self.wbps)),
+            Vrate::Adaptive { min_pct } if min_pct > ADAPTIVE_MIN_PCT => format!(
+                "disk not measured: modelled at {}, the kernel's rate control at least {}",
+                show(self.wbps),
+                show(self.rate())
+            ),
+            Vrate::Adaptive { .. } => format!(
+                "disk not measured: modelled at {}, rate set by the kernel's latency control",
+                show(self.wbps)
+            ),
+        }
+    }
+}
 
 /// The range of write speeds a model is written with (a configured `bandwidth` may lie outside
 /// it); the kernel needs at least one page per second.
@@ -69,19 +165,29 @@ pub fn state(root: &std::path::Path, dev: DevId) -> State {
 }
 
 fn is_ours(qos: &str) -> bool {
-    qos.split_whitespace().eq(QOS.split_whitespace())
+    let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    let w = words(qos);
+    if w == words(QOS) {
+        return true;
+    }
+    // The adaptive line with whatever lowest rate the probe had reached.
+    let head = words(ADAPTIVE_QOS);
+    w.len() == head.len() + 2
+        && w[..head.len()] == head[..]
+        && w[head.len()].starts_with("min=")
+        && w[head.len() + 1] == ADAPTIVE_MAX
 }
 
 impl Actuator {
-    /// Turns iocost on for `dev` with a model of `wbps`, or moves the model of the iocost ioshield
-    /// turned on. The disk's settings are journaled before the first write. Returns false, and
-    /// changes nothing, when iocost on the disk is someone else's.
+    /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
+    /// ioshield turned on. The disk's settings are journaled before the first write. Returns
+    /// false, and changes nothing, when iocost on the disk is someone else's.
     pub(super) fn set_iocost(
         &mut self,
         fs: &Cgroupfs,
         id: u64,
         dev: DevId,
-        wbps: u64,
+        model: Model,
     ) -> Result<bool> {
         let device = dev.to_string();
         let before = cgroups::iocost_lines(&fs.root, dev)
@@ -109,10 +215,12 @@ impl Actuator {
         fs.write_file(
             root,
             "io.cost.model",
-            &format!("{device} {}", model_line(wbps)),
+            &format!("{device} {}", model_line(model.wbps)),
         )?;
-        if !recorded {
-            fs.write_file(root, "io.cost.qos", &format!("{device} {QOS}"))?;
+        // Also from the assumed speed's rate control to the measured speed's pinned rate.
+        let qos = model.qos_line();
+        if before.qos.as_deref() != Some(qos.as_str()) {
+            fs.write_file(root, "io.cost.qos", &format!("{device} {qos}"))?;
         }
         Ok(true)
     }
@@ -293,7 +401,11 @@ mod tests {
     fn iocost_is_journaled_before_it_is_turned_on_and_put_back_after() {
         let (dir, mut actuator, dev, root, fs) = bed();
         assert_eq!(state(&root, dev), State::Off);
-        assert!(actuator.set_iocost(&fs, 3, dev, 25_000_000).unwrap());
+        assert!(
+            actuator
+                .set_iocost(&fs, 3, dev, Model::pinned(25_000_000))
+                .unwrap()
+        );
         // The stand-in files hold what was written last, as the kernel would print it.
         assert_eq!(
             std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
@@ -311,7 +423,9 @@ mod tests {
             }]
         );
         // A new speed moves the model, without a second entry.
-        actuator.set_iocost(&fs, 3, dev, 40_000_000).unwrap();
+        actuator
+            .set_iocost(&fs, 3, dev, Model::pinned(40_000_000))
+            .unwrap();
         assert!(
             std::fs::read_to_string(root.join("io.cost.model"))
                 .unwrap()
@@ -332,6 +446,61 @@ mod tests {
         );
     }
 
+    /// A disk not yet measured: the rate left to the kernel, raised by the probe, then pinned
+    /// to the measured speed; all one journal entry, recognised as ioshield's throughout.
+    #[test]
+    fn the_rate_control_of_an_unmeasured_disk_gives_way_to_the_measured_model() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        let qos = || std::fs::read_to_string(root.join("io.cost.qos")).unwrap();
+        let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
+        let adaptive = Model::adaptive(25_000_000, ADAPTIVE_MIN_PCT);
+        assert!(actuator.set_iocost(&fs, 1, dev, adaptive).unwrap());
+        assert_eq!(
+            qos(),
+            "254:16 enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=25.00 \
+             max=10000.00"
+        );
+        assert!(model().contains(" wbps=25000000 "));
+        assert_eq!(state(&root, dev), State::Ours);
+        actuator
+            .set_iocost(&fs, 1, dev, adaptive.at_least(50_000_000))
+            .unwrap();
+        assert!(qos().contains(" min=200.00 max=10000.00"), "{}", qos());
+        assert_eq!(state(&root, dev), State::Ours);
+        actuator
+            .set_iocost(&fs, 1, dev, Model::pinned(30_000_000))
+            .unwrap();
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        assert!(model().contains(" wbps=30000000 "));
+        assert_eq!(actuator.journal.changes().len(), 1);
+        // Someone else's latency targets are not ioshield's, even with a `max` like its own.
+        assert!(!is_ours(
+            "enable=1 ctrl=user rpct=90.00 rlat=50000 wpct=95.00 wlat=50000 min=25.00 \
+             max=10000.00"
+        ));
+        let change = actuator.journal.changes()[0].clone();
+        let mut r = UndoReport::default();
+        actuator.undo_iocost(&change, &mut r);
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
+    }
+
+    #[test]
+    fn a_model_bounds_the_rate_it_lets_the_disk_have() {
+        let m = Model::adaptive(25_000_000, ADAPTIVE_MIN_PCT);
+        assert_eq!(m.rate(), 6_250_000);
+        assert_eq!(m.at_least(100_000_000).rate(), 100_000_000);
+        // Never beyond what the kernel takes.
+        assert_eq!(
+            m.at_least(u64::MAX).vrate,
+            Vrate::Adaptive { min_pct: 10_000 }
+        );
+        assert_eq!(
+            Model::pinned(30_000_000).at_least(90_000_000).rate(),
+            30_000_000
+        );
+    }
+
     #[test]
     fn someone_elses_iocost_is_neither_taken_over_nor_undone() {
         let (_dir, mut actuator, dev, root, fs) = bed();
@@ -339,7 +508,11 @@ mod tests {
                       min=50.00 max=150.00";
         std::fs::write(root.join("io.cost.qos"), theirs).unwrap();
         assert_eq!(state(&root, dev), State::Foreign);
-        assert!(!actuator.set_iocost(&fs, 1, dev, 25_000_000).unwrap());
+        assert!(
+            !actuator
+                .set_iocost(&fs, 1, dev, Model::pinned(25_000_000))
+                .unwrap()
+        );
         assert!(actuator.journal.changes().is_empty());
         // Even when set just as ioshield sets it: not in ioshield's journal, not ioshield's.
         std::fs::write(root.join("io.cost.qos"), format!("254:16 {QOS}")).unwrap();
@@ -347,7 +520,7 @@ mod tests {
             dev,
             write: WriteControl::Weight {
                 weight: 1,
-                model: Some(25_000_000),
+                model: Some(Model::pinned(25_000_000)),
                 fallback: 18_750_000,
             },
             memory_high: None,
@@ -364,7 +537,9 @@ mod tests {
 
         // Turned on by ioshield, then changed by an administrator: theirs stays.
         std::fs::write(root.join("io.cost.qos"), "").unwrap();
-        actuator.set_iocost(&fs, 2, dev, 25_000_000).unwrap();
+        actuator
+            .set_iocost(&fs, 2, dev, Model::pinned(25_000_000))
+            .unwrap();
         std::fs::write(root.join("io.cost.qos"), theirs).unwrap();
         let change = actuator.journal.changes()[0].clone();
         let mut r = UndoReport::default();
@@ -404,7 +579,11 @@ mod tests {
         let before = "254:16 enable=0 ctrl=auto rpct=0.00 rlat=250000 wpct=0.00 wlat=250000 \
                       min=1.00 max=10000.00";
         std::fs::write(root.join("io.cost.qos"), before).unwrap();
-        assert!(actuator.set_iocost(&fs, 1, dev, 25_000_000).unwrap());
+        assert!(
+            actuator
+                .set_iocost(&fs, 1, dev, Model::pinned(25_000_000))
+                .unwrap()
+        );
         // Killed here: the next instance finds the entry in the state file.
         drop(actuator);
         let (journal, leftovers) = Journal::open(&dir.path().join("state.json")).unwrap();

@@ -2,7 +2,7 @@
 use super::{cgroup::Cgroupfs, iocost};
 use crate::{
     config::{ActionKind, DevicePolicy, Iocost},
-    detect::bandwidth::Estimate,
+    detect::bandwidth::{self, Estimate},
     display::show_rate,
     system::devices::{self, DevId, Disk},
 };
@@ -32,12 +32,12 @@ pub struct CgroupLimits {
 pub enum WriteControl {
     /// `io.max wbps` on its cgroup ([`NO_WRITE_LIMIT`]: none).
     Limit(u64),
-    /// `io.weight` on its cgroup, iocost on the disk: turned on by ioshield with a model of
-    /// `model` bytes per second, or by someone else (`None`). `fallback` is the `io.max` limit
-    /// used if iocost cannot be turned on for the disk.
+    /// `io.weight` on its cgroup, iocost on the disk: turned on by ioshield with `model`, or by
+    /// someone else (`None`). `fallback` is the `io.max` limit used if iocost cannot be turned
+    /// on for the disk.
     Weight {
         weight: u16,
-        model: Option<u64>,
+        model: Option<iocost::Model>,
         fallback: u64,
     },
 }
@@ -47,11 +47,12 @@ pub enum WriteControl {
 pub const OFFENDER_WEIGHT: u16 = 1;
 
 impl WriteControl {
-    /// The rate that bounds the offender: its write limit, or the disk speed iocost models.
+    /// The rate that bounds the offender: its write limit, or the disk speed iocost models
+    /// (for a disk not yet measured, the lowest rate the kernel may choose).
     fn rate(&self) -> Option<u64> {
         match *self {
             WriteControl::Limit(w) => Some(w),
-            WriteControl::Weight { model, .. } => model,
+            WriteControl::Weight { model, .. } => model.map(|m| m.rate()),
         }
     }
 }
@@ -90,9 +91,9 @@ pub fn io_max_wbps(wbps: u64) -> String {
 
 impl WriteControl {
     /// How iocost holds the offender, after its weight: "(iocost on, disk modelled at 25MB/s)".
-    fn describe_iocost(model: Option<u64>) -> String {
+    fn describe_iocost(model: Option<iocost::Model>) -> String {
         match model {
-            Some(m) => format!("(iocost on, disk modelled at {})", show_wbps(m)),
+            Some(m) => format!("(iocost on, {})", m.describe(show_wbps)),
             None => "(iocost as set up on the disk)".into(),
         }
     }
@@ -176,11 +177,33 @@ impl Method {
     }
 
     /// Whether the offender is held under iocost ioshield turned on, whose model pins the
-    /// disk's rate.
+    /// disk's rate (not the rate control of a disk not yet measured, which lets it show its
+    /// speed).
     pub fn pins_disk(&self) -> bool {
         matches!(
             self.write(),
-            Some(WriteControl::Weight { model: Some(_), .. })
+            Some(WriteControl::Weight {
+                model: Some(iocost::Model {
+                    vrate: iocost::Vrate::Pinned,
+                    ..
+                }),
+                ..
+            })
+        )
+    }
+
+    /// Whether the offender is held under the kernel's rate control of a disk ioshield has not
+    /// measured (iocost it turned on, with the assumed slow disk's model).
+    pub fn under_rate_control(&self) -> bool {
+        matches!(
+            self.write(),
+            Some(WriteControl::Weight {
+                model: Some(iocost::Model {
+                    vrate: iocost::Vrate::Adaptive { .. },
+                    ..
+                }),
+                ..
+            })
         )
     }
 
@@ -189,20 +212,19 @@ impl Method {
         self.with_write_limit(NO_WRITE_LIMIT)
     }
 
-    /// The same restriction with another write limit (memory.high kept). Weights as they are:
-    /// the probe for an unmeasured disk never meets ioshield's iocost, which waits for the
-    /// disk's measured speed.
+    /// The same restriction with another write limit (memory.high kept); under the rate
+    /// control of a disk not yet measured, the lowest rate it may choose. Weights under a
+    /// pinned model or someone else's iocost as they are.
     pub fn with_write_limit(mut self, wbps: u64) -> Method {
-        match &mut self {
-            Method::Cgroup(CgroupLimits {
-                write: WriteControl::Limit(w),
-                ..
-            })
-            | Method::SystemdScope(ScopeLimits {
-                write: WriteControl::Limit(w),
-                ..
-            }) => *w = wbps,
-            _ => {}
+        let write = match &mut self {
+            Method::Cgroup(l) => &mut l.write,
+            Method::SystemdScope(l) => &mut l.write,
+            _ => return self,
+        };
+        match write {
+            WriteControl::Limit(w) => *w = wbps,
+            WriteControl::Weight { model: Some(m), .. } => *m = m.at_least(wbps),
+            WriteControl::Weight { model: None, .. } => {}
         }
         self
     }
@@ -284,15 +306,18 @@ pub fn method_for(
 }
 
 /// iocost weight where someone set iocost up on the disk (`state`), or where ioshield may turn
-/// it on (the configuration allows it, the kernel has it, the disk is multi-queue, and its speed
-/// is known, not only a lower bound); else `io.max` at `wbps`.
+/// it on (the configuration allows it, the kernel has it, the disk is multi-queue); else
+/// `io.max` at `wbps`.
 ///
-/// The speed must be known because iocost with a pinned rate holds every cgroup's writes to the
-/// model: a model from the assumed 25 MB/s would hold a fast disk there, and raising it step by
-/// step to find the disk's speed overshoots a slow one (measured on 6.12: a 0.95 s pause when
-/// the model went from 25 to 50 MB/s on the bed's ~25 MB/s disk). Under `io.max` an unmeasured
-/// disk shows its speed with the backlog the offender left (`detect::bandwidth`); the
-/// restriction moves to iocost once it has, and later restrictions start there.
+/// A disk whose speed is known (measured under a backlog, in an earlier run, or configured) gets
+/// a model of that speed with the rate pinned to it. One that is not (assumed, or only a lower
+/// bound) gets a model of the assumed slow disk whose rate the kernel's latency control moves,
+/// from the lower bound if there is one: a pinned model from a guess would hold a fast disk
+/// there, and raising it step by step to find the disk's speed overshot a slow one (6.12: a
+/// 0.95 s pause when the model went from 25 to 50 MB/s on the bed's disk), while `io.max` from
+/// the assumed speed until the disk was measured left the innocents 1-3 s pauses on 6.12
+/// (ext4's commit waits for the offender's held data; docs/bench/iocost-adaptive.md). A disk
+/// the rate control keeps below its speed is measured later, by the probe (`daemon::engine`).
 pub fn write_control(
     state: iocost::State,
     allowed: Iocost,
@@ -305,12 +330,23 @@ pub fn write_control(
         model,
         fallback: wbps,
     };
-    match (state, allowed) {
-        (iocost::State::Foreign, _) => weight(None),
-        (iocost::State::Off | iocost::State::Ours, Iocost::Auto | Iocost::On)
-            if blk_mq && estimate.capacity =>
-        {
-            weight(Some(estimate.bytes_per_sec as u64))
+    let ours = matches!(state, iocost::State::Off | iocost::State::Ours)
+        && matches!(allowed, Iocost::Auto | Iocost::On)
+        && blk_mq;
+    match state {
+        iocost::State::Foreign => weight(None),
+        _ if ours && estimate.capacity => {
+            weight(Some(iocost::Model::pinned(estimate.bytes_per_sec as u64)))
+        }
+        _ if ours => {
+            let assumed = bandwidth::UNMEASURED as u64;
+            let model = iocost::Model::adaptive(assumed, iocost::ADAPTIVE_MIN_PCT);
+            // A lower bound: the disk wrote at least that, steadily.
+            weight(Some(if estimate.measured {
+                model.at_least(estimate.bytes_per_sec as u64)
+            } else {
+                model
+            }))
         }
         _ => WriteControl::Limit(wbps),
     }
@@ -414,7 +450,7 @@ mod tests {
             |state, allowed, blk_mq| write_control(state, allowed, blk_mq, MEASURED, 22_500_000);
         let ours = WriteControl::Weight {
             weight: 1,
-            model: Some(30_000_000),
+            model: Some(iocost::Model::pinned(30_000_000)),
             fallback: 22_500_000,
         };
         assert_eq!(w(State::Off, Iocost::Auto, true), ours);
@@ -440,29 +476,73 @@ mod tests {
             w(State::Unavailable, Iocost::Auto, true),
             WriteControl::Limit(22_500_000)
         );
-        // Not before the disk's speed is known: io.max lets the disk show it.
+        // Before the disk's speed is known: the assumed slow disk's model, its rate left to
+        // the kernel's latency control (down to a quarter of it).
         let assumed = Estimate {
             measured: false,
             capacity: false,
-            ..MEASURED
+            ..Estimate::ASSUMED
+        };
+        let adaptive = WriteControl::Weight {
+            weight: 1,
+            model: Some(iocost::Model::adaptive(25_000_000, 25)),
+            fallback: 18_750_000,
         };
         assert_eq!(
             write_control(State::Off, Iocost::Auto, true, assumed, 18_750_000),
-            WriteControl::Limit(18_750_000)
+            adaptive
         );
         assert_eq!(
             write_control(State::Foreign, Iocost::Auto, true, assumed, 18_750_000),
             theirs_at(18_750_000)
         );
-        // Nor from a lower bound: the model would hold every writer to it.
+        // Not where iocost may not be turned on.
+        assert_eq!(
+            write_control(State::Off, Iocost::Off, true, assumed, 18_750_000),
+            WriteControl::Limit(18_750_000)
+        );
+        assert_eq!(
+            write_control(State::Off, Iocost::Auto, false, assumed, 18_750_000),
+            WriteControl::Limit(18_750_000)
+        );
+        // A lower bound: the rate may not fall below it (a model of it, pinned, would hold
+        // every writer to it for good).
         let floor = Estimate {
             capacity: false,
             ..MEASURED
         };
         assert_eq!(
             write_control(State::Off, Iocost::Auto, true, floor, 22_500_000),
-            WriteControl::Limit(22_500_000)
+            WriteControl::Weight {
+                weight: 1,
+                model: Some(iocost::Model::adaptive(25_000_000, 120)),
+                fallback: 22_500_000,
+            }
         );
+        let m = Method::Cgroup(CgroupLimits {
+            dev: disk().id,
+            write: adaptive,
+            memory_high: None,
+        });
+        // The estimate follows the disk under the rate control: not pinned.
+        assert!(m.uses_iocost() && !m.pins_disk() && m.under_rate_control());
+        assert_eq!(m.write_limit(), Some(6_250_000));
+        assert_eq!(
+            m.describe(),
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, rate set by the \
+             kernel's latency control)"
+        );
+        // The probe raises the lowest rate.
+        let probed = m.clone().with_write_limit(50_000_000);
+        assert_eq!(probed.write_limit(), Some(50_000_000));
+        assert!(!probed.pins_disk());
+        assert_eq!(
+            probed.describe(),
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's rate \
+             control at least 50.0MB/s)"
+        );
+        // Lifted: as far as the kernel's rate control goes (100 times the model).
+        assert_eq!(m.without_write_limit().write_limit(), Some(2_500_000_000));
 
         let m = Method::Cgroup(CgroupLimits {
             dev: disk().id,
@@ -470,7 +550,7 @@ mod tests {
             memory_high: None,
         });
         assert!(m.uses_iocost());
-        assert!(m.pins_disk());
+        assert!(m.pins_disk() && !m.under_rate_control());
         assert_eq!(m.write_limit(), Some(30_000_000));
         assert_eq!(
             m.describe(),

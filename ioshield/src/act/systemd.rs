@@ -587,7 +587,7 @@ mod tests {
         );
         limits.write = WriteControl::Weight {
             weight: 1,
-            model: Some(25_000_000),
+            model: Some(crate::act::iocost::Model::pinned(25_000_000)),
             fallback: 18_750_000,
         };
         assert_eq!(write_property(&limits), ("IOWeight", Value::from(1u64)));

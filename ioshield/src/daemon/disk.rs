@@ -185,9 +185,9 @@ impl DiskRuntime {
     }
 
     /// Moves a held restriction's limits to `method`, when its write limit (or the speed its
-    /// iocost model assumes) changed by more than a fifth, or it moves between `io.max` and
-    /// iocost: a restriction made while the disk was not yet measured would otherwise keep a
-    /// limit made from a guess.
+    /// iocost model assumes) changed by more than a fifth, or it moves between `io.max`, the
+    /// rate control of a disk not yet measured and a pinned model: a restriction made while the
+    /// disk was not yet measured would otherwise keep a limit made from a guess.
     pub async fn retune(&mut self, disk: &Disk, method: Method, why: &str, fx: &mut Effects<'_>) {
         let (Some(id), Some(old), Some(new)) = (
             self.restriction,
@@ -196,7 +196,10 @@ impl DiskRuntime {
         ) else {
             return;
         };
-        let same_kind = self.method.as_ref().map(Method::uses_iocost) == Some(method.uses_iocost());
+        // io.max, the rate control of a disk not yet measured, or a pinned model: each move
+        // between them is made at once.
+        let kind = |m: &Method| (m.uses_iocost(), m.pins_disk());
+        let same_kind = self.method.as_ref().map(kind) == Some(kind(&method));
         if same_kind && (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
             return;
         }

@@ -233,7 +233,7 @@ fn note_is_fallback(method: &crate::act::Method) -> bool {
 
 /// What iocost will do for a disk, by the rule restrictions follow (`method::write_control`
 /// for a disk whose speed is measured): `doctor` does not read the speeds file, so the method
-/// it shows is the one for a disk not yet measured (io.max).
+/// it shows is the one for a disk not yet measured (io.max, or iocost's rate control).
 fn iocost_note(state: iocost::State, allowed: Iocost, blk_mq: bool) -> &'static str {
     let measured = Estimate {
         measured: true,
@@ -245,7 +245,7 @@ fn iocost_note(state: iocost::State, allowed: Iocost, blk_mq: bool) -> &'static 
             ", held by io.weight=1 under the iocost set up on the disk"
         }
         WriteControl::Weight { .. } => {
-            ", io.weight=1 under iocost once the disk's speed is measured"
+            ", iocost's model pinned to the disk's speed once it is measured"
         }
         WriteControl::Limit(_) if state == iocost::State::Unavailable => {
             ", no iocost in this kernel"
@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn doctor_says_when_iocost_takes_over() {
         use iocost::State;
-        assert!(iocost_note(State::Off, Iocost::Auto, true).contains("once the disk's speed"));
+        assert!(iocost_note(State::Off, Iocost::Auto, true).contains("once it is measured"));
         assert!(iocost_note(State::Off, Iocost::Auto, false).contains("not multi-queue"));
         assert_eq!(iocost_note(State::Off, Iocost::Off, true), "");
         assert!(iocost_note(State::Foreign, Iocost::Off, true).contains("set up on the disk"));

@@ -101,13 +101,19 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             let auto = stall_as("ioshield-auto", "ioshield", &["BANDWIDTH=auto"])
                 .and_then(|p| compare(&p, &none));
             report(series, "ioshield-auto", auto);
-            // Both kernels of the bed have iocost: with the disk's speed known, the shipped
-            // configuration turns it on for the disk while it restricts (stall.sh fails the run
-            // if it is not put back). A disk never measured starts under io.max.
+            // Both kernels of the bed have iocost: the shipped configuration turns it on for the
+            // disk while it restricts (stall.sh fails the run if it is not put back), with a
+            // model of the disk's speed where that is known, and the kernel's rate control of
+            // an assumed slow disk where it has never been measured.
             report(
                 series,
                 "ioshield iocost",
-                held_by_iocost(&dir.join("ioshield")),
+                held_by_iocost(&dir.join("ioshield"), "disk modelled at 30.0MB/s"),
+            );
+            report(
+                series,
+                "ioshield-auto iocost",
+                held_by_iocost(&dir.join("ioshield-auto"), "disk not measured"),
             );
             // The backlog guard alone (max_dirty, no restriction): the kernel's per-disk dirty
             // limit from 6.2 on; stall.sh fails the run if the knobs are not put back.
@@ -157,15 +163,15 @@ fn guarded(run: &Path) -> Result<()> {
 }
 
 /// The daemon's first restriction in a stall run held the offender by iocost weight.
-fn held_by_iocost(run: &Path) -> Result<String> {
+fn held_by_iocost(run: &Path, model: &str) -> Result<String> {
     let log = run.join("results/daemon.log");
     let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
     let restrict = text
         .lines()
         .find(|l| l.contains("restrict pid"))
         .context("the daemon restricted nothing")?;
-    if !restrict.contains("io.weight=1 (iocost on") {
-        bail!("not held by iocost weight: {restrict}");
+    if !restrict.contains(&format!("io.weight=1 (iocost on, {model}")) {
+        bail!("not held by iocost weight ({model}): {restrict}");
     }
     let at = restrict.find("io.weight").unwrap_or(0);
     Ok(restrict[at..].to_string())
