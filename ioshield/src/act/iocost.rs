@@ -5,8 +5,8 @@
 //! writes a linear model of it and pins the virtual rate at 100% of it, the setting the bench
 //! measured. Before that, the model is the assumed slow disk's and the kernel's latency control
 //! moves the rate (50 ms at the 95th percentile): on the 6.12 bed that held the innocents'
-//! longest pause to 0.3-0.4 s from the first restriction, where `io.max` from the assumed speed
-//! left 1-3 s (docs/bench/iocost-adaptive.md). The disk's previous settings are journaled first
+//! longest pause to 0.26-0.68 s (median of 3) from the first restriction, where `io.max` from
+//! the assumed speed left 1-3 s (docs/bench/iocost-adaptive.md). The disk's previous settings are journaled first
 //! and written back on release, on exit and after a crash.
 use anyhow::{Result, anyhow};
 

@@ -488,7 +488,12 @@ impl Engine {
                             )
                         }
                     } else {
-                        (method, format!("the disk now measures {}", show_rate(bw)))
+                        let now = if estimate.capacity {
+                            "now measures"
+                        } else {
+                            "is at least"
+                        };
+                        (method, format!("the disk {now} {}", show_rate(bw)))
                     };
                     rt.retune(disk, method, &why, &mut fx).await;
                 }
