@@ -315,6 +315,9 @@ LIFTED="IOWriteBandwidthMax=$(prop "${SCOPE:-none}" IOWriteBandwidthMax) IOWeigh
 check limits-lifted "$SCOPE still has $LIFTED, $(systemctl is-active "$SCOPE" 2>&1)" \
     unheld "${SCOPE:-none}"
 check released-unlimited "writer's cgroup $(cgroup_of "$WRITER") still limits it" unlimited "$WRITER"
+# iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
+# LINGER_MAX).
+wait_for 15 iocost_restored
 check iocost-restored-on-release "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)', model '$MODEL0' -> '$(iocost_model)'" \
     iocost_restored
 check innocent-untouched "innocent loop's cgroup is $(cgroup_of "$INNOCENT")" in_unit "$INNOCENT" fake-session.scope
@@ -415,6 +418,9 @@ AFTER_M=$(prop nightly-backup.service MemoryHigh)
 AFTER_IOW=$(prop nightly-backup.service IOWeight)
 check service-limits-restored "IOWriteBandwidthMax '$BEFORE_W' -> '$AFTER_W', MemoryHigh '$BEFORE_M' -> '$AFTER_M', IOWeight '$BEFORE_IOW' -> '$AFTER_IOW'" \
     eval 'test "$AFTER_W" = "$BEFORE_W" -a "$AFTER_M" = "$BEFORE_M" -a "$AFTER_IOW" = "$BEFORE_IOW" -a "$BEFORE_IOW" = 50'
+# iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
+# LINGER_MAX).
+wait_for 15 iocost_restored
 check service-iocost-restored "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_restored
 systemctl stop nightly-backup.service
 check service-stop-ends-writer "pid $BACKUP still runs after systemctl stop" \
@@ -608,6 +614,9 @@ UAFTER_M=$(uprop user-backup.service MemoryHigh)
 UAFTER_IOW=$(uprop user-backup.service IOWeight)
 check user-unit-limits-restored "IOWriteBandwidthMax '$UBEFORE_W' -> '$UAFTER_W', MemoryHigh '$UBEFORE_M' -> '$UAFTER_M', IOWeight '$UBEFORE_IOW' -> '$UAFTER_IOW'" \
     eval 'test "$UAFTER_W" = "$UBEFORE_W" -a "$UAFTER_M" = "$UBEFORE_M" -a "$UAFTER_IOW" = "$UBEFORE_IOW"'
+# iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
+# LINGER_MAX).
+wait_for 15 iocost_restored
 check user-unit-iocost-restored "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_restored
 usys systemctl --user stop user-backup.service
 

@@ -119,6 +119,13 @@ impl Model {
     }
 }
 
+/// How long iocost stays on for a disk after the restriction that turned it on ended, at most,
+/// waiting for the released writer's backlog to be written (`daemon::engine` says when):
+/// turning iocost off freezes the disk's request queue until every request in flight completes,
+/// and lets the writer's last pages, held in iocost's queue until then, go at full speed (the
+/// worst 6.12 bench runs paused 0.7-1.2 s right at the release; docs/bench/iocost-adaptive.md).
+pub const LINGER_MAX: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// The range of write speeds a model is written with (a configured `bandwidth` may lie outside
 /// it); the kernel needs at least one page per second.
 const MODEL_MIN_BPS: u64 = 1_000_000;
@@ -199,7 +206,22 @@ impl Actuator {
             .changes()
             .iter()
             .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
-        if !recorded {
+        if recorded {
+            // Left on by an earlier restriction (`keep_iocost_on`): this one takes it over and
+            // puts it back at its own release.
+            self.lingering.remove(&device);
+            self.journal.update(|c| match c {
+                Change::Iocost {
+                    restriction,
+                    device: d,
+                    ..
+                } if *d == device && *restriction != id => {
+                    *restriction = id;
+                    true
+                }
+                _ => false,
+            })?;
+        } else {
             if before.enabled() {
                 // Someone else's, even when set as ioshield would set it.
                 return Ok(false);
@@ -223,6 +245,64 @@ impl Actuator {
             fs.write_file(root, "io.cost.qos", &format!("{device} {qos}"))?;
         }
         Ok(true)
+    }
+
+    /// Keeps the iocost a released restriction had turned on (its journal entries) until the
+    /// disk is quiet (`settle_lingering`): the entries pass to the shared set-up, which exit and
+    /// the next start after a crash put back like the rest.
+    pub(super) fn keep_iocost_on(&mut self, entries: &[Change]) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.journal.update(|c| {
+            if !entries.contains(c) {
+                return false;
+            }
+            match c {
+                Change::Iocost { restriction, .. } => {
+                    *restriction = super::SHARED;
+                    true
+                }
+                _ => false,
+            }
+        })?;
+        for e in entries {
+            if let Change::Iocost { device, .. } = e {
+                self.lingering
+                    .entry(device.clone())
+                    .or_insert_with(std::time::Instant::now);
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts back the iocost of disks no restriction holds any more, once `quiet` says the disk
+    /// is (its writer's backlog written, about nothing in flight), or after [`LINGER_MAX`].
+    pub async fn settle_lingering(&mut self, quiet: impl Fn(DevId) -> bool) -> UndoReport {
+        let due: Vec<String> = self
+            .lingering
+            .iter()
+            .filter(|(device, since)| {
+                since.elapsed() >= LINGER_MAX || DevId::parse(device).is_none_or(&quiet)
+            })
+            .map(|(device, _)| device.clone())
+            .collect();
+        if due.is_empty() {
+            return UndoReport::default();
+        }
+        for d in &due {
+            self.lingering.remove(d);
+        }
+        let changes: Vec<Change> = self
+            .journal
+            .changes()
+            .iter()
+            .filter(|c| matches!(c, Change::Iocost { device, .. } if due.contains(device)))
+            .cloned()
+            .collect();
+        let mut report = self.undo(&changes).await;
+        self.settle(&changes, &mut report);
+        report
     }
 
     /// `limits` as they can be carried out: iocost turned on (or its model moved) where they
@@ -483,6 +563,48 @@ mod tests {
         actuator.undo_iocost(&change, &mut r);
         assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
         assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
+    }
+
+    /// After its restriction, iocost stays on until the disk is quiet; a restriction that comes
+    /// meanwhile takes it over, and puts it back itself.
+    #[tokio::test]
+    async fn iocost_outlives_its_restriction_until_the_disk_is_quiet() {
+        let (dir, mut actuator, dev, root, fs) = bed();
+        let qos = || std::fs::read_to_string(root.join("io.cost.qos")).unwrap();
+        let owner = |a: &Actuator| match a.journal.changes() {
+            [Change::Iocost { restriction, .. }] => *restriction,
+            other => panic!("{other:?}"),
+        };
+        actuator
+            .set_iocost(&fs, 1, dev, Model::pinned(30_000_000))
+            .unwrap();
+        let entries = actuator.journal.changes().to_vec();
+        actuator.keep_iocost_on(&entries).unwrap();
+        assert_eq!((owner(&actuator), actuator.lingering.len()), (0, 1));
+        // Still busy: stays on, journaled (a crash now leaves it to the next start).
+        let r = actuator.settle_lingering(|_| false).await;
+        assert_eq!(r, UndoReport::default());
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(left.len(), 1);
+        // The next restriction on the disk takes it over: no longer lingering, its own to undo.
+        actuator
+            .set_iocost(&fs, 2, dev, Model::pinned(30_000_000))
+            .unwrap();
+        assert_eq!((owner(&actuator), actuator.lingering.len()), (2, 0));
+        assert_eq!(
+            actuator.settle_lingering(|_| true).await,
+            UndoReport::default()
+        );
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        // Released again, and the disk quiet: put back, forgotten.
+        let entries = actuator.journal.changes().to_vec();
+        actuator.keep_iocost_on(&entries).unwrap();
+        let r = actuator.settle_lingering(|d| d == dev).await;
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
+        assert!(actuator.journal.changes().is_empty());
+        assert_eq!(actuator.lingering.len(), 0);
     }
 
     #[test]

@@ -101,6 +101,9 @@ pub struct Actuator {
     instance: u64,
     /// Where the disks' BDI knobs are (`/sys/class/bdi`; a directory of files in unit tests).
     bdi_root: PathBuf,
+    /// Disks whose iocost outlives the restriction that turned it on, and since when
+    /// (`iocost::LINGER_MAX`).
+    lingering: HashMap<String, std::time::Instant>,
 }
 
 impl Actuator {
@@ -116,6 +119,7 @@ impl Actuator {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
             bdi_root: PathBuf::from(crate::system::bdi::SYSFS),
+            lingering: HashMap::new(),
         }
     }
 
@@ -278,15 +282,21 @@ impl Actuator {
                 }
             }
         }
-        let changes: Vec<Change> = self
+        let (iocost, changes): (Vec<Change>, Vec<Change>) = self
             .journal
             .changes()
             .iter()
             .filter(|c| c.restriction() == Some(id))
             .cloned()
-            .collect();
+            .partition(|c| matches!(c, Change::Iocost { .. }));
         report.merge(self.undo(&changes).await);
         self.settle(&changes, &mut report);
+        if let Err(e) = self.keep_iocost_on(&iocost) {
+            // Not kept: put back now, as any change of the restriction.
+            report.errors.push(format!("{e:#}"));
+            report.merge(self.undo(&iocost).await);
+            self.settle(&iocost, &mut report);
+        }
         report
     }
 
@@ -299,6 +309,7 @@ impl Actuator {
         }
         // The shared set-up, and undos that failed before: one more try each. What still fails
         // stays in the state file for the next start.
+        self.lingering.clear();
         let rest: Vec<Change> = self.journal.changes().to_vec();
         let mut last = self.undo(&rest).await;
         self.settle(&rest, &mut last);

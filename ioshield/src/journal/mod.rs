@@ -166,6 +166,18 @@ impl Journal {
         Ok(())
     }
 
+    /// Changes recorded entries in place (`change` says whether it changed one), durably.
+    pub fn update(&mut self, mut change: impl FnMut(&mut Change) -> bool) -> Result<()> {
+        let mut changed = false;
+        for c in &mut self.state.changes {
+            changed |= change(c);
+        }
+        if changed {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
     /// Records several changes with one write of the state file (a writer with thousands of
     /// threads must not cost thousands of rewrites); only then may the caller make them.
     pub fn record_all(&mut self, changes: impl IntoIterator<Item = Change>) -> Result<()> {
