@@ -5,9 +5,10 @@
 //! writes a linear model of it and pins the virtual rate at 100% of it, the setting the bench
 //! measured. Before that, the model is the assumed slow disk's and the kernel's latency control
 //! moves the rate (50 ms at the 95th percentile): on the 6.12 bed that held the innocents'
-//! longest pause to 0.26-0.68 s (median of 3) from the first restriction, where `io.max` from
-//! the assumed speed left 1-3 s (docs/bench/iocost-adaptive.md). The disk's previous settings are journaled first
-//! and written back on release, on exit and after a crash.
+//! longest pause to 0.26-0.75 s (medians of four 3-run benches) from the first restriction,
+//! where `io.max` from the assumed speed left 1-3 s (docs/bench/iocost-adaptive.md). The disk's
+//! previous settings are journaled first and written back after the release (`LINGER_MAX`), on
+//! exit and after a crash.
 use anyhow::{Result, anyhow};
 
 use super::{Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs};
@@ -30,7 +31,6 @@ pub const QOS: &str =
 /// (a queue building up), and raises it while cgroups wait for vtime and the disk keeps within
 /// that. 50 ms is a few large writes on a slow disk; the highest rate is the kernel's own.
 const ADAPTIVE_QOS: &str = "enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000";
-const ADAPTIVE_MAX: &str = "max=10000.00";
 /// The lowest rate the latency control may choose, in percent of the model: a disk four times
 /// slower than the assumed one (a cheap USB stick) is still reached.
 pub const ADAPTIVE_MIN_PCT: u32 = 25;
@@ -97,7 +97,7 @@ impl Model {
         match self.vrate {
             Vrate::Pinned => QOS.to_string(),
             Vrate::Adaptive { min_pct } => {
-                format!("{ADAPTIVE_QOS} min={min_pct}.00 {ADAPTIVE_MAX}")
+                format!("{ADAPTIVE_QOS} min={min_pct}.00 max={ADAPTIVE_MAX_PCT}.00")
             }
         }
     }
@@ -171,18 +171,18 @@ pub fn state(root: &std::path::Path, dev: DevId) -> State {
     }
 }
 
+/// Whether `qos` is a line [`Model::qos_line`] writes: the pinned one, or the rate control's
+/// with whatever lowest rate the probe had reached.
 fn is_ours(qos: &str) -> bool {
-    let words = |s: &str| s.split_whitespace().map(str::to_string).collect::<Vec<_>>();
-    let w = words(qos);
-    if w == words(QOS) {
-        return true;
-    }
-    // The adaptive line with whatever lowest rate the probe had reached.
-    let head = words(ADAPTIVE_QOS);
-    w.len() == head.len() + 2
-        && w[..head.len()] == head[..]
-        && w[head.len()].starts_with("min=")
-        && w[head.len() + 1] == ADAPTIVE_MAX
+    let line = qos.split_whitespace().collect::<Vec<_>>().join(" ");
+    line == QOS
+        || line
+            .strip_prefix(ADAPTIVE_QOS)
+            .and_then(|rest| rest.strip_prefix(" min="))
+            .and_then(|rest| rest.split_once(' '))
+            .is_some_and(|(min, max)| {
+                min.parse::<f64>().is_ok() && max == format!("max={ADAPTIVE_MAX_PCT}.00")
+            })
 }
 
 impl Actuator {

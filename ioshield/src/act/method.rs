@@ -176,35 +176,27 @@ impl Method {
         matches!(self.write(), Some(WriteControl::Weight { .. }))
     }
 
+    /// The iocost ioshield turned on for the offender's disk, if that is what holds it.
+    fn iocost_model(&self) -> Option<iocost::Model> {
+        match self.write()? {
+            WriteControl::Weight { model, .. } => model,
+            WriteControl::Limit(_) => None,
+        }
+    }
+
     /// Whether the offender is held under iocost ioshield turned on, whose model pins the
     /// disk's rate (not the rate control of a disk not yet measured, which lets it show its
     /// speed).
     pub fn pins_disk(&self) -> bool {
-        matches!(
-            self.write(),
-            Some(WriteControl::Weight {
-                model: Some(iocost::Model {
-                    vrate: iocost::Vrate::Pinned,
-                    ..
-                }),
-                ..
-            })
-        )
+        self.iocost_model()
+            .is_some_and(|m| m.vrate == iocost::Vrate::Pinned)
     }
 
     /// Whether the offender is held under the kernel's rate control of a disk ioshield has not
     /// measured (iocost it turned on, with the assumed slow disk's model).
     pub fn under_rate_control(&self) -> bool {
-        matches!(
-            self.write(),
-            Some(WriteControl::Weight {
-                model: Some(iocost::Model {
-                    vrate: iocost::Vrate::Adaptive { .. },
-                    ..
-                }),
-                ..
-            })
-        )
+        self.iocost_model()
+            .is_some_and(|m| matches!(m.vrate, iocost::Vrate::Adaptive { .. }))
     }
 
     /// The same restriction with its write limit lifted (memory.high kept).

@@ -58,11 +58,6 @@ const QUIET_QUEUE: f64 = 1.0;
 /// 3 runs on 6.12 with the speed known).
 const QUIET_BACKLOG: f64 = 4.0 * 1024.0 * 1024.0;
 
-/// Writes in flight on average over a sample of `elapsed`.
-fn queued(d: &crate::model::sample::DiskDelta, elapsed: Duration) -> f64 {
-    d.write_ms as f64 / 1000.0 / elapsed.as_secs_f64().max(1e-3)
-}
-
 /// Under the kernel's rate control of a disk not yet measured (iocost), the probe raises the
 /// lowest rate the kernel may choose instead, by this factor a step and never lifted: on the bed
 /// the control held the 30 MB/s disk at about the assumed 25 MB/s, short of a backlog, for good,
@@ -300,10 +295,9 @@ impl Engine {
         let settled = actuator
             .settle_lingering(|dev| {
                 backlog < QUIET_BACKLOG
-                    && sample
-                        .disks
-                        .get(&dev)
-                        .is_none_or(|d| queued(d, sample.disks_elapsed) < QUIET_QUEUE)
+                    && sample.disks.get(&dev).is_none_or(|d| {
+                        d.writing() / sample.disks_elapsed.as_secs_f64().max(1e-3) < QUIET_QUEUE
+                    })
             })
             .await;
         self.metrics.undone_changes.inc_by(settled.restored as u64);
@@ -478,54 +472,16 @@ impl Engine {
                         .as_ref()
                         .map(|o| o.since.elapsed())
                         .filter(|held| !estimate.capacity && *held >= PROBE_AFTER);
-                    let (method, why) = if let Some(held) = probing {
-                        let step =
-                            ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
-                        let known = if estimate.measured {
-                            format!("only known to be at least {}", show_rate(bw))
-                        } else {
-                            "not measured".to_string()
-                        };
-                        if method.under_rate_control() {
-                            let wbps =
-                                (bw * RATE_PROBE_FACTOR.powf(f64::from(step.min(64)))) as u64;
-                            (
-                                method.with_write_limit(wbps),
-                                format!(
-                                    "the disk's speed is {known} after {}s: at least {}, a \
-                                     quarter more every {}s until it is measured",
-                                    held.as_secs(),
-                                    show_rate(wbps as f64),
-                                    PROBE_STEP.as_secs()
-                                ),
-                            )
-                        } else if step >= PROBE_DOUBLINGS {
-                            (
-                                method.without_write_limit(),
-                                "the disk's speed is still not measured: no write limit until it \
-                                 is"
-                                .to_string(),
-                            )
-                        } else {
-                            let wbps = (bw * f64::from(1u32 << step)) as u64;
-                            (
-                                method.with_write_limit(wbps),
-                                format!(
-                                    "the disk's speed is {known} after {}s: writes at {}, \
-                                     doubled every {}s until it is measured",
-                                    held.as_secs(),
-                                    show_rate(wbps as f64),
-                                    PROBE_STEP.as_secs()
-                                ),
-                            )
+                    let (method, why) = match probing {
+                        Some(held) => probe_step(method, estimate, held),
+                        None => {
+                            let now = if estimate.capacity {
+                                "now measures"
+                            } else {
+                                "is at least"
+                            };
+                            (method, format!("the disk {now} {}", show_rate(bw)))
                         }
-                    } else {
-                        let now = if estimate.capacity {
-                            "now measures"
-                        } else {
-                            "is at least"
-                        };
-                        (method, format!("the disk {now} {}", show_rate(bw)))
                     };
                     rt.retune(disk, method, &why, &mut fx).await;
                 }
@@ -750,5 +706,94 @@ impl Engine {
 
     pub fn metrics_config(&self) -> &crate::config::Metrics {
         &self.config.metrics
+    }
+}
+
+/// The restriction on a disk whose speed is still not known (assumed, or a lower bound) after it
+/// has held for `held` (at least [`PROBE_AFTER`]), and why: raised a step every [`PROBE_STEP`]
+/// so that the disk can show its speed.
+fn probe_step(method: Method, estimate: Estimate, held: Duration) -> (Method, String) {
+    let bw = estimate.bytes_per_sec;
+    let step = ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
+    let known = if estimate.measured {
+        format!("only known to be at least {}", show_rate(bw))
+    } else {
+        "not measured".to_string()
+    };
+    let (wbps, how, every) = if method.under_rate_control() {
+        let wbps = bw * RATE_PROBE_FACTOR.powf(f64::from(step.min(64)));
+        (wbps as u64, "at least", "a quarter more")
+    } else if step >= PROBE_DOUBLINGS {
+        return (
+            method.without_write_limit(),
+            "the disk's speed is still not measured: no write limit until it is".to_string(),
+        );
+    } else {
+        (
+            (bw * f64::from(1u32 << step)) as u64,
+            "writes at",
+            "doubled",
+        )
+    };
+    let why = format!(
+        "the disk's speed is {known} after {}s: {how} {}, {every} every {}s until it is measured",
+        held.as_secs(),
+        show_rate(wbps as f64),
+        PROBE_STEP.as_secs()
+    );
+    (method.with_write_limit(wbps), why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::act::{CgroupLimits, WriteControl, iocost};
+
+    fn held_by(write: WriteControl) -> Method {
+        Method::Cgroup(CgroupLimits {
+            dev: devices::DevId {
+                major: 254,
+                minor: 16,
+            },
+            write,
+            memory_high: None,
+        })
+    }
+
+    /// After 10 s on a disk still not measured: the rate control's lowest rate rises a quarter
+    /// a step and is never lifted; a write limit doubles, and is lifted after four doublings.
+    #[test]
+    fn the_probe_raises_the_rate_control_gently_and_the_write_limit_in_doublings() {
+        let at = |s| PROBE_AFTER + Duration::from_secs(s);
+        let rate_control = held_by(WriteControl::Weight {
+            weight: 1,
+            model: Some(iocost::Model::adaptive(
+                25_000_000,
+                iocost::ADAPTIVE_MIN_PCT,
+            )),
+            fallback: 18_750_000,
+        });
+        let (m, why) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(0));
+        assert_eq!(m.write_limit(), Some(25_000_000));
+        assert!(
+            why.contains("at least 25.0 MB/s, a quarter more every 5s"),
+            "{why}"
+        );
+        let (m, _) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(10));
+        // 156.25% of the model, in the whole percent io.cost.qos takes.
+        assert_eq!(m.write_limit(), Some(39_000_000));
+        let (m, _) = probe_step(rate_control, Estimate::ASSUMED, at(60));
+        assert!(m.under_rate_control());
+        assert_eq!(m.write_limit(), Some(25_000_000 * 1455 / 100));
+
+        let limited = held_by(WriteControl::Limit(18_750_000));
+        let (m, why) = probe_step(limited.clone(), Estimate::ASSUMED, at(5));
+        assert_eq!(m.write_limit(), Some(50_000_000));
+        assert!(
+            why.contains("writes at 50.0 MB/s, doubled every 5s"),
+            "{why}"
+        );
+        let (m, _) = probe_step(limited, Estimate::ASSUMED, at(20));
+        assert_eq!(m.write_limit(), Some(crate::act::method::NO_WRITE_LIMIT));
     }
 }

@@ -137,7 +137,7 @@ impl BandwidthEstimator {
         for (dev, delta) in &sample.disks {
             let p = self.pending.entry(*dev).or_default();
             p.bytes += delta.written;
-            p.writing += delta.write_ms as f64 / 1000.0;
+            p.writing += delta.writing();
             p.elapsed += elapsed;
             let period = *p;
             if period.elapsed < PERIOD {

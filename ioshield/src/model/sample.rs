@@ -71,3 +71,11 @@ pub struct DiskDelta {
     /// Milliseconds writes spent in flight, summed over requests.
     pub write_ms: u64,
 }
+
+impl DiskDelta {
+    /// Seconds writes spent in flight, summed over requests: over a span of time, the average
+    /// number of writes queued or in service is this divided by the span.
+    pub fn writing(&self) -> f64 {
+        self.write_ms as f64 / 1000.0
+    }
+}
