@@ -81,9 +81,10 @@ iocost_model() { sed -n "s/^$DEVNUM //p" /sys/fs/cgroup/io.cost.model; }
 IOSHIELD_QOS="enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00"
 iocost_ours() { test "$(iocost_qos)" = "$IOSHIELD_QOS"; }
 # Before the disk is measured (act/iocost.rs ADAPTIVE_QOS): the kernel's latency control moves
-# the rate, from at least a quarter of the model (more once the probe raised it).
+# the rate, between a quarter of the model and the model at first (the probe raises the cap
+# as the disk keeps up).
 iocost_adaptive() {
-    iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=[0-9.]+ max=10000.00$'
+    iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=[0-9]+.00 max=[0-9]+.00$'
 }
 model_wbps() { iocost_model | sed -n 's/.* wbps=\([0-9]*\) .*/\1/p'; }
 # Before the daemon ever restricted anything: what every undo must put back.
@@ -244,9 +245,9 @@ QOS_AT_RESTRICT=$(iocost_qos)
 check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
     eval 'echo "$RESTRICT" | grep -q "IOWeight=1 (iocost on, disk not measured: modelled at 25.0MB/s, .*on new scope $SCOPE " &&
         weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
-# Under the rate control the writer keeps the disk short of a backlog: after 10 s the probe
-# raises the lowest rate the kernel may choose, step by step, until a backlog shows the disk's
-# speed; then iocost's model is that speed, pinned. What the scope writes to the disk is what
+# The disk is measured from the backlog the writer built before its restriction (the rate
+# control keeps the disk short of one; after 10 s the kernel may raise the rate a quarter above
+# what the disk has shown); then iocost's model is that speed, pinned. What the scope writes to the disk is what
 # io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }
 wchar() { sed -n 's/^wchar: //p' "/proc/$WRITER/io"; }

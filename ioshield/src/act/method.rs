@@ -48,7 +48,7 @@ pub const OFFENDER_WEIGHT: u16 = 1;
 
 impl WriteControl {
     /// The rate that bounds the offender: its write limit, or the disk speed iocost models
-    /// (for a disk not yet measured, the lowest rate the kernel may choose).
+    /// (for a disk not yet measured, the highest rate the kernel may choose).
     fn rate(&self) -> Option<u64> {
         match *self {
             WriteControl::Limit(w) => Some(w),
@@ -205,7 +205,7 @@ impl Method {
     }
 
     /// The same restriction with another write limit (memory.high kept); under the rate
-    /// control of a disk not yet measured, the lowest rate it may choose. Weights under a
+    /// control of a disk not yet measured, the highest rate it may choose. Weights under a
     /// pinned model or someone else's iocost as they are.
     pub fn with_write_limit(mut self, wbps: u64) -> Method {
         let write = match &mut self {
@@ -215,7 +215,7 @@ impl Method {
         };
         match write {
             WriteControl::Limit(w) => *w = wbps,
-            WriteControl::Weight { model: Some(m), .. } => *m = m.at_least(wbps),
+            WriteControl::Weight { model: Some(m), .. } => *m = m.up_to(wbps),
             WriteControl::Weight { model: None, .. } => {}
         }
         self
@@ -308,8 +308,10 @@ pub fn method_for(
 /// there, and raising it step by step to find the disk's speed overshot a slow one (6.12: a
 /// 0.95 s pause when the model went from 25 to 50 MB/s on the bed's disk), while `io.max` from
 /// the assumed speed until the disk was measured left the innocents 1-3 s pauses on 6.12
-/// (ext4's commit waits for the offender's held data; docs/bench/iocost-adaptive.md). A disk
-/// the rate control keeps below its speed is measured later, by the probe (`daemon::engine`).
+/// (ext4's commit waits for the offender's held data; docs/bench/iocost-adaptive.md). The
+/// kernel may not raise the rate above the model at first (nor above a lower bound, once there
+/// is one); after a while the probe lets it go a quarter above what the disk has shown
+/// (`daemon::engine`).
 pub fn write_control(
     state: iocost::State,
     allowed: Iocost,
@@ -332,7 +334,11 @@ pub fn write_control(
         }
         _ if ours => {
             let assumed = bandwidth::UNMEASURED as u64;
-            let model = iocost::Model::adaptive(assumed, iocost::ADAPTIVE_MIN_PCT);
+            let model = iocost::Model::adaptive(
+                assumed,
+                iocost::ADAPTIVE_MIN_PCT,
+                iocost::ADAPTIVE_MAX_PCT,
+            );
             // A lower bound: the disk wrote at least that, steadily.
             weight(Some(if estimate.measured {
                 model.at_least(estimate.bytes_per_sec as u64)
@@ -469,7 +475,7 @@ mod tests {
             WriteControl::Limit(22_500_000)
         );
         // Before the disk's speed is known: the assumed slow disk's model, its rate left to
-        // the kernel's latency control (down to a quarter of it).
+        // the kernel's latency control (down to a quarter of it, up to the model).
         let assumed = Estimate {
             measured: false,
             capacity: false,
@@ -477,7 +483,7 @@ mod tests {
         };
         let adaptive = WriteControl::Weight {
             weight: 1,
-            model: Some(iocost::Model::adaptive(25_000_000, 25)),
+            model: Some(iocost::Model::adaptive(25_000_000, 25, 100)),
             fallback: 18_750_000,
         };
         assert_eq!(
@@ -498,7 +504,7 @@ mod tests {
             WriteControl::Limit(18_750_000)
         );
         // A lower bound: the rate may not fall below it (a model of it, pinned, would hold
-        // every writer to it for good).
+        // every writer to it for good), and the cap moves up to it.
         let floor = Estimate {
             capacity: false,
             ..MEASURED
@@ -507,7 +513,7 @@ mod tests {
             write_control(State::Off, Iocost::Auto, true, floor, 22_500_000),
             WriteControl::Weight {
                 weight: 1,
-                model: Some(iocost::Model::adaptive(25_000_000, 120)),
+                model: Some(iocost::Model::adaptive(25_000_000, 120, 120)),
                 fallback: 22_500_000,
             }
         );
@@ -518,20 +524,40 @@ mod tests {
         });
         // The estimate follows the disk under the rate control: not pinned.
         assert!(m.uses_iocost() && !m.pins_disk() && m.under_rate_control());
-        assert_eq!(m.write_limit(), Some(6_250_000));
+        assert_eq!(m.write_limit(), Some(25_000_000));
         assert_eq!(
             m.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, rate set by the \
-             kernel's latency control)"
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+             latency control setting the rate between 6.2MB/s and 25.0MB/s)"
         );
-        // The probe raises the lowest rate.
-        let probed = m.clone().with_write_limit(50_000_000);
-        assert_eq!(probed.write_limit(), Some(50_000_000));
+        // A lower bound before the probe: held there.
+        let floor_held = m.clone().with_write_limit(26_500_000);
+        assert_eq!(
+            floor_held.describe(),
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+             latency control setting the rate between 6.2MB/s and 26.5MB/s)"
+        );
+        let Method::Cgroup(CgroupLimits {
+            write: WriteControl::Weight {
+                model: Some(model), ..
+            },
+            ..
+        }) = &floor_held
+        else {
+            panic!("{floor_held:?}")
+        };
+        assert_eq!(
+            model.at_least(26_500_000).describe(show_wbps),
+            "disk not measured: modelled at 25.0MB/s, the rate held at 26.5MB/s"
+        );
+        // The probe raises the highest rate.
+        let probed = m.clone().with_write_limit(31_250_000);
+        assert_eq!(probed.write_limit(), Some(31_250_000));
         assert!(!probed.pins_disk());
         assert_eq!(
             probed.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's rate \
-             control at least 50.0MB/s)"
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+             latency control setting the rate between 6.2MB/s and 31.2MB/s)"
         );
         // Lifted: as far as the kernel's rate control goes (100 times the model).
         assert_eq!(m.without_write_limit().write_limit(), Some(2_500_000_000));

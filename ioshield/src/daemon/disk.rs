@@ -200,7 +200,16 @@ impl DiskRuntime {
         // between them is made at once.
         let kind = |m: &Method| (m.uses_iocost(), m.pins_disk());
         let same_kind = self.method.as_ref().map(kind) == Some(kind(&method));
-        if same_kind && (new as f64 - old as f64).abs() <= 0.2 * old as f64 {
+        // A write limit follows a speed estimate that moves by itself; the rate control's cap
+        // follows what the disk has shown, which only rises, and a cap 20% short would stop a
+        // disk that keeps up a little under it. Each write of io.cost.qos freezes the disk's
+        // queue, so not for every small step either.
+        let slack = if method.under_rate_control() {
+            0.05
+        } else {
+            0.2
+        };
+        if same_kind && (new as f64 - old as f64).abs() <= slack * old as f64 {
             return;
         }
         match fx.actuator.retune(id, &method).await {

@@ -27,8 +27,9 @@ use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 /// writer at once, before its backlog exists; a restriction on a disk that is only assumed slow
 /// holds the writer near that speed (iocost with this as its model and the kernel's rate
 /// control, or a write limit at a share of it); if the disk is faster, that keeps it from ever
-/// being busy enough to be measured, so after a while the daemon raises the rate or the limit
-/// step by step (keeping memory.high) until the disk shows its speed (`daemon::engine`).
+/// being busy enough to be measured, so after a while the daemon lets the rate rise a quarter
+/// above what the disk has shown, or raises the limit step by step (keeping memory.high), until
+/// the disk shows its speed (`daemon::engine`).
 /// The kernel's own starting point (INIT_BW, 100 MiB/s) is no better a guess, and it is not a
 /// safe one: it judged the test bed's 30 MB/s disk as three times faster than it is.
 pub const UNMEASURED: f64 = 25e6;

@@ -104,7 +104,7 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // Both kernels of the bed have iocost: the shipped configuration turns it on for the
             // disk while it restricts (stall.sh fails the run if it is not put back), with a
             // model of the disk's speed where that is known, and the kernel's rate control of
-            // an assumed slow disk where it has never been measured.
+            // an assumed slow disk (capped at its model) where it has never been measured.
             report(
                 series,
                 "ioshield iocost",
