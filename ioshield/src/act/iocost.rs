@@ -90,6 +90,16 @@ impl Model {
         }
     }
 
+    /// The lowest and highest rate the kernel may choose, under its latency control.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        match self.vrate {
+            Vrate::Pinned => None,
+            Vrate::Adaptive { min_pct, max_pct } => {
+                Some((self.share(min_pct), self.share(max_pct)))
+            }
+        }
+    }
+
     fn share(&self, pct: u32) -> u64 {
         (u128::from(self.wbps) * u128::from(pct) / 100).min(u128::from(u64::MAX)) as u64
     }

@@ -199,6 +199,26 @@ impl Method {
             .is_some_and(|m| matches!(m.vrate, iocost::Vrate::Adaptive { .. }))
     }
 
+    /// The range of rates the kernel's latency control may choose, under the rate control of
+    /// a disk ioshield has not measured.
+    pub fn rate_range(&self) -> Option<(u64, u64)> {
+        self.iocost_model()?.range()
+    }
+
+    /// Under the rate control of a disk not yet measured, the same restriction with the rate
+    /// held at `wbps` at least; anything else as it is.
+    pub fn with_rate_at_least(mut self, wbps: u64) -> Method {
+        let write = match &mut self {
+            Method::Cgroup(l) => &mut l.write,
+            Method::SystemdScope(l) => &mut l.write,
+            _ => return self,
+        };
+        if let WriteControl::Weight { model: Some(m), .. } = write {
+            *m = m.at_least(wbps);
+        }
+        self
+    }
+
     /// The same restriction with its write limit lifted (memory.high kept).
     pub fn without_write_limit(self) -> Method {
         self.with_write_limit(NO_WRITE_LIMIT)

@@ -200,16 +200,21 @@ impl DiskRuntime {
         // between them is made at once.
         let kind = |m: &Method| (m.uses_iocost(), m.pins_disk());
         let same_kind = self.method.as_ref().map(kind) == Some(kind(&method));
-        // A write limit follows a speed estimate that moves by itself; the rate control's cap
-        // follows what the disk has shown, which only rises, and a cap 20% short would stop a
-        // disk that keeps up a little under it. Each write of io.cost.qos freezes the disk's
-        // queue, so not for every small step either.
-        let slack = if method.under_rate_control() {
-            0.05
-        } else {
-            0.2
+        // A write limit follows a speed estimate that moves by itself: not for every 20%. The
+        // rate control's range follows what the disk has shown, which only rises, and a cap 20%
+        // short would stop a disk that keeps up a little under it; but each write of
+        // io.cost.qos freezes the disk's queue, so not for every 5% either.
+        let close = |a: u64, b: u64, slack: f64| (a as f64 - b as f64).abs() <= slack * b as f64;
+        let unchanged = match (
+            self.method.as_ref().and_then(Method::rate_range),
+            method.rate_range(),
+        ) {
+            (Some((old_min, old_max)), Some((min, max))) => {
+                close(min, old_min, 0.05) && close(max, old_max, 0.05)
+            }
+            _ => close(new, old, 0.2),
         };
-        if same_kind && (new as f64 - old as f64).abs() <= slack * old as f64 {
+        if same_kind && unchanged {
             return;
         }
         match fx.actuator.retune(id, &method).await {
