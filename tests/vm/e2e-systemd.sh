@@ -245,9 +245,10 @@ QOS_AT_RESTRICT=$(iocost_qos)
 check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
     eval 'echo "$RESTRICT" | grep -q "IOWeight=1 (iocost on, disk not measured: modelled at 25.0MB/s, .*on new scope $SCOPE " &&
         weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
-# The disk is measured from the backlog the writer built before its restriction (the rate
-# control keeps the disk short of one; after 10 s the kernel may raise the rate a quarter above
-# what the disk has shown); then iocost's model is that speed, pinned. What the scope writes to the disk is what
+# The rate control keeps the disk short of a backlog (after 10 s the kernel may raise the rate
+# a quarter above what the disk has shown); a restriction still holding after 30 s forces the
+# rate up a quarter every 5 s until a backlog shows the disk's speed (or the backlog before the
+# restriction showed it already); then iocost's model is that speed, pinned. What the scope writes to the disk is what
 # io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }
 wchar() { sed -n 's/^wchar: //p' "/proc/$WRITER/io"; }
