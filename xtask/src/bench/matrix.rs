@@ -21,6 +21,8 @@ pub struct Plan {
     /// `load`, `cp` or `tar` (stall.sh's OFFENDER).
     pub offender: String,
     pub out: PathBuf,
+    /// The data disk's write speed, bytes per second.
+    pub disk_bps: u64,
 }
 
 /// A scenario as a file name: `ioshield:limit = 0.8` -> `ioshield_limit___0.8`.
@@ -73,6 +75,7 @@ impl Plan {
             format!("OFFENDER_STOP={stop}"),
             "TIMELINE=1".to_string(),
         ];
+        env.push(format!("ORACLE_WBPS={}", self.disk_bps * 2 / 3));
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
             // Every period the disk's speed is judged over, with why it counted or not.
@@ -143,6 +146,7 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
             env: &env,
             timeout: Duration::from_secs(plan.duration + 300),
             echo: false,
+            data_write_bps: Some(plan.disk_bps),
         });
         // A scenario that exits non-zero still counts when it left the loads' numbers.
         last = match &done {

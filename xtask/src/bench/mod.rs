@@ -33,6 +33,10 @@ pub struct BenchArgs {
     /// (`tar x` of 8192 files of 32 KiB). The last two are fixed-size jobs, timed to `sync`.
     #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar"])]
     offender: String,
+    /// The data disk's write speed in MB/s (qemu's throttle; default: the bed's 30). The oracle's
+    /// limit stays two thirds of it.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    disk_mbps: Option<u64>,
     /// Runs per scenario and kernel.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -81,6 +85,9 @@ pub fn main(args: BenchArgs) -> Result<()> {
         duration: args.duration,
         offender: args.offender.clone(),
         out: out.clone(),
+        disk_bps: args
+            .disk_mbps
+            .map_or(crate::vm::DATA_WRITE_BPS, |mb| mb * 1_000_000),
     };
     if !args.report_only {
         let bin = matrix::binary(args.ioshield.as_deref(), &out)?;

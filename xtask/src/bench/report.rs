@@ -18,8 +18,8 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let (start, stop) = plan.offender_window();
     let _ = writeln!(
         md,
-        "# ioshield stall bench\n\n{} s loads, offender `{}` from {start} s{}, up to {} \
-         repeats; median (min-max) of the repeats; `x none` = median over the same kernel's \
+        "# ioshield stall bench\n\n{} s loads, offender `{}` from {start} s{}, data disk {} MB/s, \
+         up to {} repeats; median (min-max) of the repeats; `x none` = median over the same kernel's \
          `none` median, from this bench. p50/p99: of every cycle's time beyond its nominal \
          length (for `commit`, the fdatasync latency).\n",
         plan.duration,
@@ -29,6 +29,7 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
         } else {
             " (a fixed-size job)".to_string()
         },
+        plan.disk_bps / 1_000_000,
         plan.repeat
     );
     for kernel in &plan.kernels {

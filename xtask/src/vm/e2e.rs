@@ -113,6 +113,7 @@ fn run_one(a: &Args, series: &str, deb: &Path, load: &Path, out: &Path) -> Resul
         out,
         timeout: a.timeout,
         echo: a.echo,
+        data_write_bps: None,
     })?;
     let status = done.status;
     let checks = fs::read_to_string(done.results.join("checks.txt")).unwrap_or_default();

@@ -9,6 +9,7 @@ mod libs;
 mod modules;
 mod rootfs;
 mod runner;
+pub use runner::DATA_WRITE_BPS;
 pub mod scenario;
 mod sysboot;
 
@@ -95,6 +96,7 @@ pub fn main(cmd: VmCommand) -> Result<()> {
                     env: &env,
                     timeout: std::time::Duration::from_secs(timeout),
                     echo: !quiet,
+                    data_write_bps: None,
                 };
                 let done = guest.run(&run)?;
                 eprintln!(

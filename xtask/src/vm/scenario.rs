@@ -27,6 +27,8 @@ pub struct Run<'a> {
     pub env: &'a [String],
     pub timeout: Duration,
     pub echo: bool,
+    /// The data disk's write speed, if not the bed's usual one.
+    pub data_write_bps: Option<u64>,
 }
 
 /// Builds `ioshield-load` (release) and returns its path.
@@ -98,6 +100,7 @@ impl Guest {
             out: run.out,
             timeout: run.timeout,
             echo: run.echo,
+            data_write_bps: run.data_write_bps,
         })
     }
 }

@@ -64,6 +64,7 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 env,
                 timeout: TIMEOUT,
                 echo: false,
+                data_write_bps: None,
             })?;
             Ok((done.status, done.results))
         };

@@ -4,6 +4,7 @@
 mod console;
 mod disks;
 mod qemu;
+pub use qemu::DATA_WRITE_BPS;
 
 use std::{
     fs,
@@ -65,6 +66,8 @@ pub struct Options<'a> {
     pub timeout: Duration,
     /// Copy the console to stdout.
     pub echo: bool,
+    /// The data disk's write speed, if not the bed's usual [`qemu::DATA_WRITE_BPS`].
+    pub data_write_bps: Option<u64>,
 }
 
 pub struct Done {
@@ -138,6 +141,7 @@ fn boot(o: &Options, kernel: &Kernel, cache: &Path, work: &Path) -> Result<i32> 
         initrd: &initrd,
         image: image.as_ref().map(|(path, unit)| (path.as_path(), *unit)),
         data: &data,
+        data_write_bps: o.data_write_bps.unwrap_or(qemu::DATA_WRITE_BPS),
         results: &results,
     };
     let watch = Watch {

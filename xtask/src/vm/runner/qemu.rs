@@ -5,7 +5,8 @@ use std::{
     process::{Command, Stdio},
 };
 
-/// The slow disk: 30 MB/s of writes, like a modest hard disk or a cheap SD card.
+/// The slow disk: 30 MB/s of writes, like a modest hard disk or a cheap SD card, unless a run
+/// asks for another speed (`cargo xtask bench --disk-mbps`).
 pub const DATA_WRITE_BPS: u64 = 30_000_000;
 const MEMORY_MB: u32 = 4096;
 
@@ -15,6 +16,8 @@ pub struct Machine<'a> {
     /// A root image and the systemd unit to boot; without one the initramfs is the whole system.
     pub image: Option<(&'a Path, &'a str)>,
     pub data: &'a Path,
+    /// The data disk's write speed (qemu's throttle), bytes per second.
+    pub data_write_bps: u64,
     pub results: &'a Path,
 }
 
@@ -29,7 +32,10 @@ pub fn command(m: &Machine) -> Command {
     }
     drives.push((
         m.data,
-        format!(",cache=none,aio=native,throttling.bps-write={DATA_WRITE_BPS}"),
+        format!(
+            ",cache=none,aio=native,throttling.bps-write={}",
+            m.data_write_bps
+        ),
         "data",
     ));
     drives.push((m.results, String::new(), "results"));
@@ -99,6 +105,7 @@ mod tests {
             initrd: Path::new("/w/initrd.cpio"),
             image: None,
             data: Path::new("/w/data.img"),
+            data_write_bps: DATA_WRITE_BPS,
             results: Path::new("/w/a,b/results.img"),
         };
         let mut want: Vec<&str> = COMMON.to_vec();
@@ -123,6 +130,7 @@ mod tests {
             initrd: Path::new("/w/initrd.cpio"),
             image: Some((Path::new("/c/root.img"), "ioshield-e2e.target")),
             data: Path::new("/w/data.img"),
+            data_write_bps: DATA_WRITE_BPS,
             results: Path::new("/w/results.img"),
         };
         let mut want: Vec<&str> = COMMON.to_vec();
