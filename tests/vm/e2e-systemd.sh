@@ -247,9 +247,9 @@ check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; 
         weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
 # The rate control keeps the disk short of a backlog (after 10 s the kernel may raise the rate
 # a quarter above what the disk has shown); a restriction still holding after 30 s forces the
-# rate up a quarter every 5 s until a backlog shows the disk's speed (or the backlog before the
-# restriction showed it already); then iocost's model is that speed, pinned. What the scope writes to the disk is what
-# io.stat counts (bios, after throttling).
+# rate up a quarter every 5 s until the disk falls behind it and so shows its speed (or the
+# backlog before the restriction showed it already); then iocost's model is that speed, pinned.
+# What the scope writes to the disk is what io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }
 wchar() { sed -n 's/^wchar: //p' "/proc/$WRITER/io"; }
 disk_measured() { ioshield status 2>/dev/null | grep -E "^$DATA_DEV .*bandwidth" | grep -qE '\(measured'; }

@@ -29,6 +29,8 @@
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
 #   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
+#   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
+#                    every 0.5 s into iocost.txt (below)
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -121,7 +123,7 @@ case $OFFENDER in
 esac
 
 daemon=
-sampler=
+sampler= iocost_sampler=
 left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
@@ -166,6 +168,22 @@ if [ "${TIMELINE:-0}" = 1 ]; then
         done
     ) > "$RESULTS/timeline.txt" &
     sampler=$!
+fi
+# IOCOST_TRACE=1: every 0.5 s, the data disk's iocost rate (root io.stat `cost.vrate`, the rate
+# the kernel's latency control has set, in % of the model) and its diskstats write counters, into
+# iocost.txt: `uptime_s vrate sectors_written write_ms in_flight qos_max`.
+if [ "${IOCOST_TRACE:-0}" = 1 ]; then
+    (
+        while :; do
+            up=$(cut -d' ' -f1 /proc/uptime)
+            vrate=$(awk -v d="$DEVNUM" '$1 == d {for (i = 2; i <= NF; i++) if ($i ~ /^cost.vrate=/) {sub(/cost.vrate=/, "", $i); print $i}}' "$CG/io.stat")
+            st=$(awk '{print $7, $8, $9}' "/sys/block/$DEV_NAME/stat")
+            qmax=$(awk -v d="$DEVNUM" '$1 == d {for (i = 2; i <= NF; i++) if ($i ~ /^(enable|max)=/) printf "%s ", $i}' "$CG/io.cost.qos")
+            echo "$up ${vrate:--} $st ${qmax:--}"
+            sleep 0.5
+        done
+    ) > "$RESULTS/iocost.txt" &
+    iocost_sampler=$!
 fi
 
 # A fixed-size job run as the offender, recorded like the load generator's offender: its size,
@@ -226,6 +244,7 @@ for p in $pids; do
 done
 
 [ -n "$sampler" ] && kill "$sampler"
+[ -n "$iocost_sampler" ] && kill "$iocost_sampler"
 
 if [ -n "$daemon" ]; then
     if [ "${BPF_STATS:-0}" = 1 ]; then

@@ -70,8 +70,10 @@ const RATE_PROBE_FACTOR: f64 = 1.25;
 /// the cap let the 30 MB/s disk write 22-33 MB/s with under one write queued for 90 s, so its
 /// speed was never learned (nor kept for the next start), and a later stretch judged it at
 /// 14.8 MB/s. So a restriction that still holds this long forces the rate up a quarter a
-/// step, every [`PROBE_STEP`], until a backlog shows the disk's speed: a long writer (a
-/// backup) pays for the measurement once per disk, a copy of a few seconds never.
+/// step, every [`PROBE_STEP`], until the disk shows its speed: a long writer (a backup) pays
+/// for the measurement once per disk, a copy of a few seconds never. The disk shows it as soon
+/// as it completes less than the forced rate with writes waiting (`BandwidthEstimator::allow`),
+/// not only under a backlog of four writes, which memory.high keeps the writer from making.
 const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
 
 pub struct Engine {
@@ -269,6 +271,14 @@ impl Engine {
         for (disk, rt) in &self.disks {
             let pinned = rt.restriction.is_some_and(|id| actuator.pins_disk(id));
             self.bandwidth.pin(disk.id, pinned);
+            // The rate the disk's writes may run at, at least: once the probe forces it above
+            // what the disk is judged at, a disk completing less than that is the bottleneck.
+            let at_least = rt
+                .restriction
+                .and(rt.method.as_ref())
+                .and_then(Method::rate_range)
+                .map(|(min, _)| min as f64);
+            self.bandwidth.allow(disk.id, at_least);
         }
         self.bandwidth.observe(&sample);
         for (dev, identity) in &self.identities {
@@ -735,7 +745,7 @@ fn probe_step(method: Method, estimate: Estimate, held: Duration) -> (Method, St
         let wbps = (bw * RATE_PROBE_FACTOR.powi(step.min(64) + 1)) as u64;
         let why = format!(
             "the disk's speed is {known} after {}s: the rate held at {} at least, a quarter more \
-             every {}s until a backlog shows the disk's speed",
+             every {}s until the disk shows its speed",
             held.as_secs(),
             show_rate(wbps as f64),
             PROBE_STEP.as_secs()
@@ -817,8 +827,8 @@ mod tests {
         assert!(m.under_rate_control());
         assert_eq!(m.write_limit(), Some(31_250_000));
         assert_eq!(m.rate_range(), Some((6_250_000, 31_250_000)));
-        // Then the rate itself, a quarter more every 5 s, until a backlog shows the disk's
-        // speed (156% of the model, in the whole percent io.cost.qos takes).
+        // Then the rate itself, a quarter more every 5 s, until the disk shows its speed (156%
+        // of the model, in the whole percent io.cost.qos takes).
         let (m, why) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(20));
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         assert!(

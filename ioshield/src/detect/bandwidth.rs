@@ -44,6 +44,25 @@ pub const MINIMUM: f64 = 1e6;
 const QUEUED: f64 = 4.0;
 /// Seconds of queue a measurement needs.
 const STRETCH: f64 = 2.0;
+/// A disk whose writes the rate control lets run this much faster than the disk completes them,
+/// with writes waiting on it, is the bottleneck, with less than [`QUEUED`] queued: ioshield's
+/// forced rate control (a restriction on a disk not measured after 30 s) holds the writer by
+/// memory.high, which keeps its dirty pages, and so the queue, short. On the 6.1 bed the forced
+/// rate went from 31 to 279 MB/s on the 30 MB/s disk with 1.3-4.7 writes queued, the disk
+/// never measured in 50 s; on 6.12 the step to 49 MB/s queued 19 writes and paused the
+/// innocents 1.0-1.6 s.
+const ALLOWED_OVER_COMPLETED: f64 = 1.2;
+/// Writes queued on average for such a period: the writer was waiting on the disk, not idle.
+const QUEUED_UNDER_ALLOWANCE: f64 = 1.0;
+/// Nor does a period count that way when the disk completed less than this share of the speed
+/// it is judged at: seconds when the writer was not waiting on the disk all along say nothing
+/// of its write speed. On the 6.12 bed the writer sleeps in memory.high's throttling for about
+/// half a second in every four (the disk completing 1 MB/s, nothing queued), and a period
+/// straddling that (one or two writes queued on average) counted: the 30 MB/s disk measured
+/// 15.6 MB/s with this share at half. Cache flushes alike (an fdatasync every 100 ms kept 3
+/// writes queued on the bed while the disk completed 1.6-5.5 MB/s). A disk really that slow
+/// shows a queue of its own under the forced rate.
+const ALLOWANCE_SHARE: f64 = 0.8;
 /// Weight of a later stretch against what earlier ones measured in this run.
 const LEARN_WEIGHT: f64 = 0.3;
 /// Consecutive periods without a queue whose slowest rate still beats the assumed speed make
@@ -130,6 +149,9 @@ pub struct BandwidthEstimator {
     /// Disks whose rate ioshield's own iocost pins at its model: what they complete is the
     /// model's speed (less while iocost starts, which freezes the queue), not the disk's.
     pinned: HashSet<DevId>,
+    /// The lowest rate ioshield's rate control lets each disk's writes run at, where it holds
+    /// one above the speed the disk is judged at (`allow`).
+    allowed: HashMap<DevId, f64>,
 }
 
 impl BandwidthEstimator {
@@ -162,6 +184,32 @@ impl BandwidthEstimator {
         }
     }
 
+    /// The lowest rate, in bytes per second, that ioshield's rate control lets `dev`'s writes
+    /// run at now (its `min=`), or `None` when it holds none there. Only a rate above the speed
+    /// the disk is judged at tells anything: below it, what the disk completes is as much the
+    /// writer's doing as the disk's.
+    pub fn allow(&mut self, dev: DevId, at_least: Option<f64>) {
+        match at_least {
+            Some(bps) => self.allowed.insert(dev, bps),
+            None => self.allowed.remove(&dev),
+        };
+    }
+
+    /// Whether the rate control let `dev`'s writes run well above `rate` while they queued: the
+    /// disk, not the rate, held them.
+    fn held_by_the_disk(&self, dev: DevId, rate: f64, queued: f64) -> bool {
+        let judged = match self.learned.get(&dev) {
+            Some(&(v, _)) => v,
+            None => UNMEASURED,
+        };
+        self.allowed.get(&dev).is_some_and(|&allowed| {
+            allowed > judged
+                && allowed >= ALLOWED_OVER_COMPLETED * rate
+                && rate >= ALLOWANCE_SHARE * judged
+                && queued >= QUEUED_UNDER_ALLOWANCE
+        })
+    }
+
     fn judge(&mut self, dev: DevId, p: Period) {
         if self.pinned.contains(&dev) {
             self.stretches.remove(&dev);
@@ -170,12 +218,13 @@ impl BandwidthEstimator {
         }
         let queued = p.writing / p.elapsed;
         let rate = p.bytes as f64 / p.elapsed;
-        let backlog = p.bytes > 0 && queued >= QUEUED;
+        let backlog = p.bytes > 0 && (queued >= QUEUED || self.held_by_the_disk(dev, rate, queued));
         tracing::debug!(
             disk = %dev,
             bytes = p.bytes,
             seconds = p.elapsed,
             writes_queued = queued,
+            allowed = self.allowed.get(&dev).copied().unwrap_or(0.0),
             backlog,
             "disk period"
         );
@@ -416,6 +465,53 @@ mod tests {
         e.observe(&second(5_500_000, 3.4));
         e.observe(&second(5_500_000, 3.4));
         assert_eq!(measured(&e), None);
+    }
+
+    /// Seen on the 6.1 bed with the rate control forced to at least 39 MB/s on the 30 MB/s
+    /// disk: 1.3-2.5 writes queued (the writer's dirty pages held short by memory.high), never
+    /// the four a backlog otherwise needs.
+    #[test]
+    fn a_disk_held_below_the_rate_it_is_allowed_is_measured_with_a_short_queue() {
+        let mut e = BandwidthEstimator::default();
+        // The rate control's lowest rate at a quarter of the assumed 25 MB/s tells nothing.
+        e.allow(DEV, Some(6.25e6));
+        e.observe(&second(24_000_000, 1.3));
+        e.observe(&second(26_800_000, 1.6));
+        e.observe(&second(5_500_000, 3.4));
+        assert_eq!(measured(&e), None);
+        // Forced to 31 MB/s: the disk keeping up with it is not held by it.
+        e.allow(DEV, Some(31.25e6));
+        e.observe(&second(30_000_000, 1.2));
+        e.observe(&second(29_000_000, 1.4));
+        assert_eq!(measured(&e), None);
+        // Nor are seconds of cache flushes the disk's write speed, nor an idle writer's, nor
+        // seconds half spent asleep in memory.high's throttling (the 6.12 bed).
+        e.observe(&second(5_500_000, 3.4));
+        e.observe(&second(20_000_000, 0.4));
+        e.observe(&second(5_500_000, 3.4));
+        e.observe(&second(13_900_000, 2.2));
+        e.observe(&second(17_300_000, 1.3));
+        assert_eq!(measured(&e), None);
+        // Forced to 39 MB/s, it completes 24-33 MB/s with writes waiting: its speed.
+        e.allow(DEV, Some(39e6));
+        e.observe(&second(24_000_000, 1.3));
+        assert_eq!(measured(&e), None, "one second");
+        e.observe(&second(26_800_000, 1.6));
+        let (speed, source) = measured(&e).unwrap();
+        assert_eq!(source, "measured under a backlog");
+        assert!((speed - 25.4e6).abs() < 1.0, "{speed}");
+        assert_eq!(e.worth_keeping(DEV), Some(speed));
+        // Once the disk is measured, a rate allowed above it is needed again.
+        let mut e = BandwidthEstimator::default();
+        e.seed(DEV, 40e6);
+        e.allow(DEV, Some(39e6));
+        e.observe(&second(24_000_000, 1.3));
+        e.observe(&second(26_800_000, 1.6));
+        assert_eq!(measured(&e), Some((40e6, "measured in an earlier run")));
+        e.allow(DEV, None);
+        e.observe(&second(24_000_000, 1.3));
+        e.observe(&second(26_800_000, 1.6));
+        assert_eq!(measured(&e), Some((40e6, "measured in an earlier run")));
     }
 
     #[test]
