@@ -74,6 +74,10 @@ const RATE_PROBE_FACTOR: f64 = 1.25;
 /// for the measurement once per disk, a copy of a few seconds never. The disk shows it as soon
 /// as it completes less than the forced rate with writes waiting (`BandwidthEstimator::allow`),
 /// not only under a backlog of four writes, which memory.high keeps the writer from making.
+/// Why not force from 10 s (3 runs each, docs/bench/iocost-ceiling.md): a writer held 50 s
+/// gained a little (measured 13-17 s in, not 33-38 s; 6.12 commit 0.76 (0.82) s against
+/// 0.78 (0.79) s, the writer 0.54x against 0.48x), but a 20 s copy on 6.12 paid for the
+/// forced steps: commit 0.91 (1.00) s against 0.60 (0.66) s.
 const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
 
 pub struct Engine {
