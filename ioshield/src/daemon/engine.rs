@@ -19,7 +19,7 @@ use crate::{
     act::{Actuator, CgroupAction, Method, method::method_for},
     config::{Bandwidth, Config, DevicePolicy, MaxDirty},
     detect::{
-        bandwidth::{BandwidthEstimator, Estimate},
+        bandwidth::{BandwidthEstimator, Estimate, RateHold},
         eligibility::Eligibility,
         offender,
         policy::{Candidate, Decision, Inputs},
@@ -72,7 +72,7 @@ const RATE_PROBE_FACTOR: f64 = 1.25;
 /// 14.8 MB/s. So a restriction that still holds this long forces the rate up a quarter a
 /// step, every [`PROBE_STEP`], until the disk shows its speed: a long writer (a backup) pays
 /// for the measurement once per disk, a copy of a few seconds never. The disk shows it as soon
-/// as it completes less than the forced rate with writes waiting (`BandwidthEstimator::allow`),
+/// as it completes less than the forced rate with writes waiting (`RateHold::AtLeast`),
 /// not only under a backlog of four writes, which memory.high keeps the writer from making.
 /// Why not force from 10 s (3 runs each, docs/bench/iocost-ceiling.md): a writer held 50 s
 /// gained a little (measured 13-17 s in, not 33-38 s; 6.12 commit 0.76 (0.82) s against
@@ -273,16 +273,15 @@ impl Engine {
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
         self.rates.update(&sample, tree);
         for (disk, rt) in &self.disks {
-            let pinned = rt.restriction.is_some_and(|id| actuator.pins_disk(id));
-            self.bandwidth.pin(disk.id, pinned);
-            // The rate the disk's writes may run at, at least: once the probe forces it above
-            // what the disk is judged at, a disk completing less than that is the bottleneck.
-            let at_least = rt
-                .restriction
-                .and(rt.method.as_ref())
-                .and_then(Method::rate_range)
-                .map(|(min, _)| min as f64);
-            self.bandwidth.allow(disk.id, at_least);
+            let hold = if rt.restriction.is_some_and(|id| actuator.pins_disk(id)) {
+                Some(RateHold::Pinned)
+            } else {
+                rt.restriction
+                    .and(rt.method.as_ref())
+                    .and_then(Method::rate_range)
+                    .map(|(min, _)| RateHold::AtLeast(min as f64))
+            };
+            self.bandwidth.hold(disk.id, hold);
         }
         self.bandwidth.observe(&sample);
         for (dev, identity) in &self.identities {

@@ -18,7 +18,7 @@
 //! seconds of that vary with the device's own buffering (the bed's throttled disk completed
 //! 37.7 MB one second and 8.8 MB the next, with six writes queued), so a speed is taken from two
 //! seconds or more of queue.
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 
 use crate::{config::Bandwidth, model::sample::Sample, system::devices::DevId};
 
@@ -146,12 +146,24 @@ pub struct BandwidthEstimator {
     stretches: HashMap<DevId, Stretch>,
     /// Completion rates of the latest periods without a queue, newest last.
     unqueued: HashMap<DevId, VecDeque<f64>>,
-    /// Disks whose rate ioshield's own iocost pins at its model: what they complete is the
-    /// model's speed (less while iocost starts, which freezes the queue), not the disk's.
-    pinned: HashSet<DevId>,
-    /// The lowest rate ioshield's rate control lets each disk's writes run at, where it holds
-    /// one above the speed the disk is judged at (`allow`).
-    allowed: HashMap<DevId, f64>,
+    /// How ioshield's own iocost holds each disk's rate, where it does (`hold`).
+    holds: HashMap<DevId, RateHold>,
+}
+
+/// How ioshield's own iocost holds a disk's rate, which decides what the disk's completions say.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RateHold {
+    /// At its model. Learning from such a disk would only ever lower its speed (each lower
+    /// figure lowering the model, then the next figure): seen in the systemd e2e, 29.6 MB/s
+    /// measured, then 22.7 MB/s from the second after iocost came on, and the writer held at
+    /// 13.5 MB/s. What it completes is the model's speed (less while iocost starts, which
+    /// freezes the queue), not the disk's. The model comes from what the disk completed under
+    /// a backlog, so it does not overstate the disk; a configured speed is the operator's.
+    Pinned,
+    /// By the kernel's rate control, at this many bytes per second at least (its `min=`). Only
+    /// a rate above the speed the disk is judged at tells anything (the probe forcing it up):
+    /// below it, what the disk completes is as much the writer's doing as the disk's.
+    AtLeast(f64),
 }
 
 impl BandwidthEstimator {
@@ -171,47 +183,29 @@ impl BandwidthEstimator {
         }
     }
 
-    /// Whether ioshield's iocost pins `dev`'s rate at its model. Learning from such a disk would
-    /// only ever lower its speed (each lower figure lowering the model, then the next figure):
-    /// seen in the systemd e2e, 29.6 MB/s measured, then 22.7 MB/s from the second after iocost
-    /// came on, and the writer held at 13.5 MB/s. The model comes from what the disk completed
-    /// under a backlog, so it does not overstate the disk; a configured speed is the operator's.
-    pub fn pin(&mut self, dev: DevId, pinned: bool) {
-        if pinned {
-            self.pinned.insert(dev);
-        } else {
-            self.pinned.remove(&dev);
-        }
-    }
-
-    /// The lowest rate, in bytes per second, that ioshield's rate control lets `dev`'s writes
-    /// run at now (its `min=`), or `None` when it holds none there. Only a rate above the speed
-    /// the disk is judged at tells anything: below it, what the disk completes is as much the
-    /// writer's doing as the disk's.
-    pub fn allow(&mut self, dev: DevId, at_least: Option<f64>) {
-        match at_least {
-            Some(bps) => self.allowed.insert(dev, bps),
-            None => self.allowed.remove(&dev),
+    /// How ioshield's own iocost holds `dev`'s rate now, or `None` when it does not.
+    pub fn hold(&mut self, dev: DevId, hold: Option<RateHold>) {
+        match hold {
+            Some(h) => self.holds.insert(dev, h),
+            None => self.holds.remove(&dev),
         };
     }
 
     /// Whether the rate control let `dev`'s writes run well above `rate` while they queued: the
     /// disk, not the rate, held them.
     fn held_by_the_disk(&self, dev: DevId, rate: f64, queued: f64) -> bool {
-        let judged = match self.learned.get(&dev) {
-            Some(&(v, _)) => v,
-            None => UNMEASURED,
+        let Some(&RateHold::AtLeast(allowed)) = self.holds.get(&dev) else {
+            return false;
         };
-        self.allowed.get(&dev).is_some_and(|&allowed| {
-            allowed > judged
-                && allowed >= ALLOWED_OVER_COMPLETED * rate
-                && rate >= ALLOWANCE_SHARE * judged
-                && queued >= QUEUED_UNDER_ALLOWANCE
-        })
+        let judged = self.learned.get(&dev).map_or(UNMEASURED, |&(v, _)| v);
+        allowed > judged
+            && allowed >= ALLOWED_OVER_COMPLETED * rate
+            && rate >= ALLOWANCE_SHARE * judged
+            && queued >= QUEUED_UNDER_ALLOWANCE
     }
 
     fn judge(&mut self, dev: DevId, p: Period) {
-        if self.pinned.contains(&dev) {
+        if self.holds.get(&dev) == Some(&RateHold::Pinned) {
             self.stretches.remove(&dev);
             self.unqueued.remove(&dev);
             return;
@@ -224,7 +218,7 @@ impl BandwidthEstimator {
             bytes = p.bytes,
             seconds = p.elapsed,
             writes_queued = queued,
-            allowed = self.allowed.get(&dev).copied().unwrap_or(0.0),
+            hold = ?self.holds.get(&dev),
             backlog,
             "disk period"
         );
@@ -474,13 +468,13 @@ mod tests {
     fn a_disk_held_below_the_rate_it_is_allowed_is_measured_with_a_short_queue() {
         let mut e = BandwidthEstimator::default();
         // The rate control's lowest rate at a quarter of the assumed 25 MB/s tells nothing.
-        e.allow(DEV, Some(6.25e6));
+        e.hold(DEV, Some(RateHold::AtLeast(6.25e6)));
         e.observe(&second(24_000_000, 1.3));
         e.observe(&second(26_800_000, 1.6));
         e.observe(&second(5_500_000, 3.4));
         assert_eq!(measured(&e), None);
         // Forced to 31 MB/s: the disk keeping up with it is not held by it.
-        e.allow(DEV, Some(31.25e6));
+        e.hold(DEV, Some(RateHold::AtLeast(31.25e6)));
         e.observe(&second(30_000_000, 1.2));
         e.observe(&second(29_000_000, 1.4));
         assert_eq!(measured(&e), None);
@@ -493,7 +487,7 @@ mod tests {
         e.observe(&second(17_300_000, 1.3));
         assert_eq!(measured(&e), None);
         // Forced to 39 MB/s, it completes 24-33 MB/s with writes waiting: its speed.
-        e.allow(DEV, Some(39e6));
+        e.hold(DEV, Some(RateHold::AtLeast(39e6)));
         e.observe(&second(24_000_000, 1.3));
         assert_eq!(measured(&e), None, "one second");
         e.observe(&second(26_800_000, 1.6));
@@ -504,14 +498,12 @@ mod tests {
         // Once the disk is measured, a rate allowed above it is needed again.
         let mut e = BandwidthEstimator::default();
         e.seed(DEV, 40e6);
-        e.allow(DEV, Some(39e6));
-        e.observe(&second(24_000_000, 1.3));
-        e.observe(&second(26_800_000, 1.6));
-        assert_eq!(measured(&e), Some((40e6, "measured in an earlier run")));
-        e.allow(DEV, None);
-        e.observe(&second(24_000_000, 1.3));
-        e.observe(&second(26_800_000, 1.6));
-        assert_eq!(measured(&e), Some((40e6, "measured in an earlier run")));
+        for hold in [Some(RateHold::AtLeast(39e6)), None] {
+            e.hold(DEV, hold);
+            e.observe(&second(24_000_000, 1.3));
+            e.observe(&second(26_800_000, 1.6));
+            assert_eq!(measured(&e), Some((40e6, "measured in an earlier run")));
+        }
     }
 
     #[test]
@@ -561,13 +553,13 @@ mod tests {
         e.observe(&backlog(30_000_000));
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
         // What it completes under the model (less in the second iocost starts) says nothing.
-        e.pin(DEV, true);
+        e.hold(DEV, Some(RateHold::Pinned));
         for _ in 0..6 {
             e.observe(&backlog(12_000_000));
         }
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
         // Released: measured again.
-        e.pin(DEV, false);
+        e.hold(DEV, None);
         e.observe(&backlog(20_000_000));
         e.observe(&backlog(20_000_000));
         assert_eq!(measured(&e), Some((27e6, "measured under a backlog")));
