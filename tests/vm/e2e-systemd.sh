@@ -81,8 +81,7 @@ iocost_model() { sed -n "s/^$DEVNUM //p" /sys/fs/cgroup/io.cost.model; }
 IOSHIELD_QOS="enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00"
 iocost_ours() { test "$(iocost_qos)" = "$IOSHIELD_QOS"; }
 # Before the disk is measured (act/iocost.rs ADAPTIVE_QOS): the kernel's latency control moves
-# the rate, between a quarter of the model and the model at first (the probe raises the cap
-# as the disk keeps up).
+# the rate, between a quarter of the model and the model (the probe then forces it up).
 iocost_adaptive() {
     iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=[0-9]+.00 max=[0-9]+.00$'
 }
@@ -245,10 +244,10 @@ QOS_AT_RESTRICT=$(iocost_qos)
 check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
     eval 'echo "$RESTRICT" | grep -q "IOWeight=1 (iocost on, disk not measured: modelled at 25.0MB/s, .*on new scope $SCOPE " &&
         weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
-# The rate control keeps the disk short of a backlog (after 10 s the kernel may raise the rate
-# a quarter above what the disk has shown); a restriction still holding after 30 s forces the
-# rate up a quarter every 5 s until the disk falls behind it and so shows its speed (or the
-# backlog before the restriction showed it already); then iocost's model is that speed, pinned.
+# The rate control keeps the disk short of a backlog; a disk that keeps up with it with room to
+# spare has the rate forced up from 10 s (doubling while the room lasts), any other from 30 s a
+# quarter every 5 s, until the disk falls behind it and so shows its speed (or the backlog
+# before the restriction showed it already); then iocost's model is that speed, pinned.
 # What the scope writes to the disk is what io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }
 wchar() { sed -n 's/^wchar: //p' "/proc/$WRITER/io"; }

@@ -4,8 +4,8 @@
 //! iocost needs a model of what the disk can do. Once the disk's speed is measured, ioshield
 //! writes a linear model of it and pins the virtual rate at 100% of it, the setting the bench
 //! measured. Before that, the model is the assumed slow disk's and the kernel's latency control
-//! moves the rate (50 ms at the 95th percentile) up to the model, later up to a quarter above
-//! what the disk has shown: on the 6.12 bed that held the committing load's longest pause to
+//! moves the rate (50 ms at the 95th percentile) up to the model, until the probe forces it up
+//! (`daemon::speed_probe`): on the 6.12 bed that held the committing load's longest pause to
 //! 0.49 (0.46-0.74) s from the first restriction, buffered writers' to 0.31-0.32 s, where `io.max`
 //! from the assumed speed left 1-3 s (docs/bench/iocost-adaptive.md, iocost-ceiling.md). The disk's
 //! previous settings are journaled first and written back after the release (`LINGER_MAX`), on

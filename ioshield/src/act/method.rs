@@ -329,9 +329,8 @@ pub fn method_for(
 /// 0.95 s pause when the model went from 25 to 50 MB/s on the bed's disk), while `io.max` from
 /// the assumed speed until the disk was measured left the innocents 1-3 s pauses on 6.12
 /// (ext4's commit waits for the offender's held data; docs/bench/iocost-adaptive.md). The
-/// kernel may not raise the rate above the model at first (nor above a lower bound, once there
-/// is one); after a while the probe lets it go a quarter above what the disk has shown
-/// (`daemon::engine`).
+/// kernel may not raise the rate above the model (nor above a lower bound, once there is one)
+/// until the probe forces it up (`daemon::speed_probe`).
 pub fn write_control(
     state: iocost::State,
     allowed: Iocost,

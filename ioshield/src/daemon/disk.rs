@@ -2,7 +2,9 @@
 //! out a decision to restrict or release through the actuator.
 use std::time::Instant;
 
-use super::{decisions::DecisionLog, metrics::Metrics, ratelimit::RateLimit};
+use super::{
+    decisions::DecisionLog, metrics::Metrics, ratelimit::RateLimit, speed_probe::SpeedProbe,
+};
 use crate::{
     act::{Actuator, Method, Restricted},
     config::DevicePolicy,
@@ -34,6 +36,8 @@ pub struct DiskRuntime {
     pub bandwidth_logged: Option<f64>,
     /// The disk's busiest writers at the last tick, for `status` and `explain`.
     pub writers: Vec<crate::daemon::status::WriterStatus>,
+    /// The held restriction's probe of the disk's speed.
+    pub speed_probe: SpeedProbe,
 }
 
 /// What carrying out a decision touches besides the disk itself.
@@ -125,6 +129,7 @@ impl DiskRuntime {
                 fx.log.decided(offender.pid, "restrict", message);
                 self.state.hold(offender.pid);
                 self.restriction = Some(id);
+                self.speed_probe = SpeedProbe::default();
                 self.offender = Some(Offender {
                     pid: offender.pid,
                     comm,
@@ -153,6 +158,7 @@ impl DiskRuntime {
         self.state.clear();
         let method = self.method.as_ref().map_or("?", Method::label);
         self.offender = None;
+        self.speed_probe = SpeedProbe::default();
         let comm = tree
             .get(root)
             .map_or("?".into(), |n| crate::display::printable(&n.comm));

@@ -36,19 +36,6 @@ const RESOLVE_EVERY: u64 = 30;
 /// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
 /// dirtying fast; its later reports are ignored this long instead of waking the daemon each time.
 const IGNORE_BURSTS_FOR: Duration = Duration::from_secs(10);
-/// How long a restriction on a disk whose capacity is not known (not measured, or only a lower
-/// bound) keeps the write limit made from that figure.
-const PROBE_AFTER: Duration = Duration::from_secs(10);
-/// After that, the write limit is the figure itself, doubled every `PROBE_STEP` until the disk is
-/// measured under a backlog, and lifted only after `PROBE_DOUBLINGS` doublings (400 MB/s from the
-/// assumed 25 MB/s). Lifting it at once let the writer flood a disk that really is that slow: on
-/// the 6.12 bed the innocents paused 0.8-1 s right after each lift (cp bench, docs/bench/cp.md).
-/// A lower bound does not end the probe: a limit below it never lets a backlog form, so the disk
-/// would stay at that bound, under io.max, for good (seen in the systemd e2e on 6.1: the first
-/// step, 25 MB/s, found the disk "at least 25.2 MB/s", and the writer stayed at 18.9 MB/s
-/// instead of moving to iocost).
-const PROBE_STEP: Duration = Duration::from_secs(5);
-const PROBE_DOUBLINGS: u32 = 4;
 /// Writes in flight on a disk, on average over the last sample, under which iocost left on after a
 /// release is put back (turning it off waits for what is in flight).
 const QUIET_QUEUE: f64 = 1.0;
@@ -57,28 +44,6 @@ const QUIET_QUEUE: f64 = 1.0;
 /// off at the next tick let them flood the disk (commit paused 0.36-0.48 s right after, in 2 of
 /// 3 runs on 6.12 with the speed known).
 const QUIET_BACKLOG: f64 = 4.0 * 1024.0 * 1024.0;
-
-/// Under the kernel's rate control of a disk not yet measured (iocost), the probe lets the
-/// kernel raise the rate up to this factor above what the disk has shown (the assumed speed, or
-/// a lower bound from what it wrote steadily), and no further: the cap rises only as the disk
-/// keeps up with it. Forcing the lowest rate up by a quarter every 5 s from the start of the
-/// probe paused the innocents on 6.12 whenever it passed the bed's 30 MB/s disk (committing
-/// load 0.42-0.81 s after the steps, against 0.39-0.68 s before them), and doubling it
-/// 0.5-1.0 s (docs/bench/iocost-ceiling.md).
-const RATE_PROBE_FACTOR: f64 = 1.25;
-/// But a disk the rate control keeps short of a backlog is never measured: in the systemd e2e
-/// the cap let the 30 MB/s disk write 22-33 MB/s with under one write queued for 90 s, so its
-/// speed was never learned (nor kept for the next start), and a later stretch judged it at
-/// 14.8 MB/s. So a restriction that still holds this long forces the rate up a quarter a
-/// step, every [`PROBE_STEP`], until the disk shows its speed: a long writer (a backup) pays
-/// for the measurement once per disk, a copy of a few seconds never. The disk shows it as soon
-/// as it completes less than the forced rate with writes waiting (`RateHold::AtLeast`),
-/// not only under a backlog of four writes, which memory.high keeps the writer from making.
-/// Why not force from 10 s (3 runs each, docs/bench/iocost-ceiling.md): a writer held 50 s
-/// gained a little (measured 13-17 s in, not 33-38 s; 6.12 commit 0.76 (0.82) s against
-/// 0.78 (0.79) s, the writer 0.54x against 0.48x), but a 20 s copy on 6.12 paid for the
-/// forced steps: commit 0.91 (1.00) s against 0.60 (0.66) s.
-const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
 
 pub struct Engine {
     config: Config,
@@ -284,6 +249,16 @@ impl Engine {
             self.bandwidth.hold(disk.id, hold);
         }
         self.bandwidth.observe(&sample);
+        for (disk, rt) in self
+            .disks
+            .iter_mut()
+            .filter(|(_, rt)| rt.restriction.is_some())
+        {
+            if let Some(delta) = sample.disks.get(&disk.id) {
+                rt.speed_probe
+                    .observe(delta, sample.disks_elapsed.as_secs_f64());
+            }
+        }
         for (dev, identity) in &self.identities {
             if let (Some(identity), Some(speed)) = (identity, self.bandwidth.worth_keeping(*dev)) {
                 self.speeds.set(identity, speed);
@@ -489,13 +464,12 @@ impl Engine {
                     // A limit from the assumed speed keeps a faster disk from ever being busy
                     // enough to be measured: after a while, let the writer show the disk's
                     // speed, a step at a time, held by memory.high throughout.
-                    let probing = rt
-                        .offender
-                        .as_ref()
-                        .map(|o| o.since.elapsed())
-                        .filter(|held| !estimate.capacity && *held >= PROBE_AFTER);
-                    let (method, why) = match probing {
-                        Some(held) => probe_step(method, estimate, held),
+                    let held = rt.offender.as_ref().map(|o| o.since.elapsed());
+                    let probed = held
+                        .filter(|_| !estimate.capacity)
+                        .and_then(|held| rt.speed_probe.step(method.clone(), estimate, held));
+                    let (method, why) = match probed {
+                        Some(probed) => probed,
                         None => {
                             let now = if estimate.capacity {
                                 "now measures"
@@ -728,139 +702,5 @@ impl Engine {
 
     pub fn metrics_config(&self) -> &crate::config::Metrics {
         &self.config.metrics
-    }
-}
-
-/// The restriction on a disk whose speed is still not known (assumed, or a lower bound) after it
-/// has held for `held` (at least [`PROBE_AFTER`]), and why: raised so that the disk can show
-/// its speed. Under the rate control, the cap a quarter above what the disk has shown, and
-/// after [`RATE_FORCE_AFTER`] the rate itself, a quarter more every [`PROBE_STEP`]; a write
-/// limit doubled every [`PROBE_STEP`], and lifted after [`PROBE_DOUBLINGS`] doublings.
-fn probe_step(method: Method, estimate: Estimate, held: Duration) -> (Method, String) {
-    let bw = estimate.bytes_per_sec;
-    let known = if estimate.measured {
-        format!("only known to be at least {}", show_rate(bw))
-    } else {
-        "not measured".to_string()
-    };
-    if method.under_rate_control() && held >= RATE_FORCE_AFTER {
-        let step = ((held - RATE_FORCE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as i32;
-        let wbps = (bw * RATE_PROBE_FACTOR.powi(step.min(64) + 1)) as u64;
-        let why = format!(
-            "the disk's speed is {known} after {}s: the rate held at {} at least, a quarter more \
-             every {}s until the disk shows its speed",
-            held.as_secs(),
-            show_rate(wbps as f64),
-            PROBE_STEP.as_secs()
-        );
-        return (method.with_rate_at_least(wbps), why);
-    }
-    if method.under_rate_control() {
-        let cap = (bw * RATE_PROBE_FACTOR) as u64;
-        let why = format!(
-            "the disk's speed is {known} after {}s: the kernel may raise the rate to {}, a \
-             quarter above {}, and further as the disk keeps up",
-            held.as_secs(),
-            show_rate(cap as f64),
-            if estimate.measured {
-                "what the disk wrote steadily"
-            } else {
-                "the assumed speed"
-            }
-        );
-        return (method.with_write_limit(cap), why);
-    }
-    let step = ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
-    if step >= PROBE_DOUBLINGS {
-        return (
-            method.without_write_limit(),
-            "the disk's speed is still not measured: no write limit until it is".to_string(),
-        );
-    }
-    let wbps = (bw * f64::from(1u32 << step)) as u64;
-    let why = format!(
-        "the disk's speed is {known} after {}s: writes at {}, doubled every {}s until it is \
-         measured",
-        held.as_secs(),
-        show_rate(wbps as f64),
-        PROBE_STEP.as_secs()
-    );
-    (method.with_write_limit(wbps), why)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::act::{CgroupLimits, WriteControl, iocost};
-
-    fn held_by(write: WriteControl) -> Method {
-        Method::Cgroup(CgroupLimits {
-            dev: devices::DevId {
-                major: 254,
-                minor: 16,
-            },
-            write,
-            memory_high: None,
-        })
-    }
-
-    /// After 10 s on a disk still not measured: the rate control's cap is a quarter above what
-    /// the disk has shown, and after 30 s the rate is forced up a quarter every 5 s; a write
-    /// limit doubles, and is lifted after four doublings.
-    #[test]
-    fn the_probe_lets_the_rate_control_follow_the_disk_and_doubles_the_write_limit() {
-        let at = |s| PROBE_AFTER + Duration::from_secs(s);
-        let rate_control = held_by(WriteControl::Weight {
-            weight: 1,
-            model: Some(iocost::Model::adaptive(
-                25_000_000,
-                iocost::ADAPTIVE_MIN_PCT,
-                iocost::ADAPTIVE_MAX_PCT,
-            )),
-            fallback: 18_750_000,
-        });
-        let (m, why) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(0));
-        assert_eq!(m.write_limit(), Some(31_250_000));
-        assert!(
-            why.contains("may raise the rate to 31.2 MB/s, a quarter above the assumed speed"),
-            "{why}"
-        );
-        // Until it has held 30 s, not beyond what the disk has shown.
-        let (m, _) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(19));
-        assert!(m.under_rate_control());
-        assert_eq!(m.write_limit(), Some(31_250_000));
-        assert_eq!(m.rate_range(), Some((6_250_000, 31_250_000)));
-        // Then the rate itself, a quarter more every 5 s, until the disk shows its speed (156%
-        // of the model, in the whole percent io.cost.qos takes).
-        let (m, why) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(20));
-        assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
-        assert!(
-            why.contains("the rate held at 31.2 MB/s at least, a quarter more every 5s"),
-            "{why}"
-        );
-        let (m, _) = probe_step(rate_control.clone(), Estimate::ASSUMED, at(25));
-        assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
-        assert!(m.under_rate_control());
-        // The disk wrote 40 MB/s steadily: up to 50 MB/s, in the whole percent io.cost.qos
-        // takes.
-        let floor = Estimate {
-            bytes_per_sec: 40e6,
-            source: "at least what it wrote for 5 s without a backlog",
-            measured: true,
-            capacity: false,
-        };
-        let (m, why) = probe_step(rate_control, floor, at(5));
-        assert_eq!(m.write_limit(), Some(50_000_000));
-        assert!(why.contains("what the disk wrote steadily"), "{why}");
-
-        let limited = held_by(WriteControl::Limit(18_750_000));
-        let (m, why) = probe_step(limited.clone(), Estimate::ASSUMED, at(5));
-        assert_eq!(m.write_limit(), Some(50_000_000));
-        assert!(
-            why.contains("writes at 50.0 MB/s, doubled every 5s"),
-            "{why}"
-        );
-        let (m, _) = probe_step(limited, Estimate::ASSUMED, at(20));
-        assert_eq!(m.write_limit(), Some(crate::act::method::NO_WRITE_LIMIT));
     }
 }

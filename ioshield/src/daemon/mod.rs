@@ -9,6 +9,7 @@ mod instance;
 mod metrics;
 mod ratelimit;
 mod serve;
+mod speed_probe;
 mod speeds;
 pub mod status;
 

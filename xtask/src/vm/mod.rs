@@ -43,6 +43,9 @@ pub enum VmCommand {
         /// Put this ioshield binary in the guest instead of building the workspace's.
         #[arg(long)]
         ioshield: Option<PathBuf>,
+        /// The data disk's write speed in MB/s (qemu's throttle; default the bed's 30 MB/s).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        disk_mbps: Option<u64>,
     },
     /// Short functional check on each kernel: smoke test, then stall runs compared.
     Ci {
@@ -86,6 +89,7 @@ pub fn main(cmd: VmCommand) -> Result<()> {
             timeout,
             quiet,
             ioshield,
+            disk_mbps,
         } => {
             let guest = scenario::Guest::prepare(ioshield.as_deref())?;
             for series in or_all(kernel) {
@@ -96,7 +100,7 @@ pub fn main(cmd: VmCommand) -> Result<()> {
                     env: &env,
                     timeout: std::time::Duration::from_secs(timeout),
                     echo: !quiet,
-                    data_write_bps: None,
+                    data_write_bps: disk_mbps.map(|m| m * 1_000_000),
                 };
                 let done = guest.run(&run)?;
                 eprintln!(
