@@ -219,6 +219,20 @@ impl Method {
         self
     }
 
+    /// The same restriction with memory.high raised to `bytes` where it is lower (off stays
+    /// off).
+    pub fn with_memory_high_at_least(mut self, bytes: u64) -> Method {
+        let memory_high = match &mut self {
+            Method::Cgroup(l) => &mut l.memory_high,
+            Method::SystemdScope(l) => &mut l.memory_high,
+            _ => return self,
+        };
+        if let Some(m) = memory_high {
+            *m = (*m).max(bytes);
+        }
+        self
+    }
+
     /// The same restriction with its write limit lifted (memory.high kept).
     pub fn without_write_limit(self) -> Method {
         self.with_write_limit(NO_WRITE_LIMIT)

@@ -161,6 +161,11 @@ impl SpeedProbe {
         Some((method.with_rate_at_least(forced), why))
     }
 
+    /// The rate the disk is forced to, once it is.
+    pub fn forced(&self) -> Option<u64> {
+        self.forced
+    }
+
     fn take_step(&mut self, bw: f64, held: Duration) {
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
