@@ -171,18 +171,23 @@ impl SpeedProbe {
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
         // that moved it) until the rate was forced.
         let top = self.forced.map_or(bw, |f| (f as f64).max(bw));
+        let seen = if window.seconds > 0.0 {
+            format!(
+                "it wrote {} with {:.2} writes in flight",
+                show_rate(window.bytes as f64 / window.seconds),
+                window.writing / window.seconds
+            )
+        } else {
+            "nothing seen".to_string()
+        };
         let step = match window.room(top) {
             Some(step) => {
                 self.roomy = true;
-                self.seen = format!(
-                    "it wrote {} with {:.2} writes in flight: room to spare",
-                    show_rate(window.bytes as f64 / window.seconds),
-                    window.writing / window.seconds
-                );
+                self.seen = format!("{seen}: room to spare");
                 Some(step)
             }
             None if self.roomy || held >= RATE_FORCE_AFTER => {
-                self.seen = "a quarter more".to_string();
+                self.seen = format!("{seen}: a quarter more");
                 Some(QUARTER)
             }
             None => None,
@@ -300,7 +305,8 @@ mod tests {
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         assert!(
             why.contains(
-                "not measured after 30s: the rate held at 31.2 MB/s at least (a quarter more)"
+                "not measured after 30s: the rate held at 31.2 MB/s at least (it wrote 25.0 MB/s \
+                 with 1.40 writes in flight: a quarter more)"
             ),
             "{why}"
         );
