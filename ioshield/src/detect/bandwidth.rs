@@ -63,6 +63,13 @@ const QUEUED_UNDER_ALLOWANCE: f64 = 1.0;
 /// writes queued on the bed while the disk completed 1.6-5.5 MB/s). A disk really that slow
 /// shows a queue of its own under the forced rate.
 const ALLOWANCE_SHARE: f64 = 0.8;
+/// Under the forced rate, a period in which the disk completed less than this share of the
+/// speed it is judged at, without writes waiting, is the writer asleep, not the disk idle: on
+/// the 6.12 bed memory.high's throttling puts the held writer to sleep for a second at a time
+/// (1 MB completed, then 176 MB with six writes queued), and each such second started the
+/// measurement again while the forced rate kept a backlog on the disk (0.8-0.9 s pauses).
+/// Such a period neither counts nor ends the measurement.
+const ASLEEP_SHARE: f64 = 0.2;
 /// Weight of a later stretch against what earlier ones measured in this run.
 const LEARN_WEIGHT: f64 = 0.3;
 /// Consecutive periods without a queue whose slowest rate still beats the assumed speed make
@@ -204,6 +211,16 @@ impl BandwidthEstimator {
             && queued >= QUEUED_UNDER_ALLOWANCE
     }
 
+    /// Whether the rate control forced `dev`'s rate above the speed it is judged at, and the
+    /// writer was asleep over a period that completed `rate` with `queued` writes in flight.
+    fn writer_asleep(&self, dev: DevId, rate: f64, queued: f64) -> bool {
+        let Some(&RateHold::AtLeast(allowed)) = self.holds.get(&dev) else {
+            return false;
+        };
+        let judged = self.learned.get(&dev).map_or(UNMEASURED, |&(v, _)| v);
+        allowed > judged && rate < ASLEEP_SHARE * judged && queued < QUEUED_UNDER_ALLOWANCE
+    }
+
     fn judge(&mut self, dev: DevId, p: Period) {
         if self.holds.get(&dev) == Some(&RateHold::Pinned) {
             self.stretches.remove(&dev);
@@ -212,6 +229,10 @@ impl BandwidthEstimator {
         }
         let queued = p.writing / p.elapsed;
         let rate = p.bytes as f64 / p.elapsed;
+        if self.stretches.contains_key(&dev) && self.writer_asleep(dev, rate, queued) {
+            tracing::debug!(disk = %dev, bytes = p.bytes, "disk period: the writer asleep");
+            return;
+        }
         let backlog = p.bytes > 0 && (queued >= QUEUED || self.held_by_the_disk(dev, rate, queued));
         tracing::debug!(
             disk = %dev,
@@ -495,6 +516,22 @@ mod tests {
         assert_eq!(source, "measured under a backlog");
         assert!((speed - 25.4e6).abs() < 1.0, "{speed}");
         assert_eq!(e.worth_keeping(DEV), Some(speed));
+        // A second in which the held writer slept does not start the measurement again.
+        let mut e = BandwidthEstimator::default();
+        e.hold(DEV, Some(RateHold::AtLeast(39e6)));
+        e.observe(&second(24_000_000, 1.3));
+        e.observe(&second(900_000, 0.1));
+        assert_eq!(measured(&e), None, "one second of queue");
+        e.observe(&second(26_800_000, 1.6));
+        let (speed, _) = measured(&e).unwrap();
+        assert!((speed - 25.4e6).abs() < 1.0, "{speed}");
+        // But it does without the forced rate.
+        let mut e = BandwidthEstimator::default();
+        e.hold(DEV, Some(RateHold::AtLeast(6.25e6)));
+        e.observe(&backlog(24_000_000));
+        e.observe(&second(900_000, 0.1));
+        e.observe(&backlog(26_800_000));
+        assert_eq!(measured(&e), None);
         // Once the disk is measured, a rate allowed above it is needed again.
         let mut e = BandwidthEstimator::default();
         e.seed(DEV, 40e6);
