@@ -198,27 +198,37 @@ impl BandwidthEstimator {
         };
     }
 
+    /// The lowest rate ioshield's rate control holds `dev` at, and the speed `dev` is judged at,
+    /// when the rate is held at least.
+    fn allowed_and_judged(&self, dev: DevId) -> Option<(f64, f64)> {
+        let Some(&RateHold::AtLeast(allowed)) = self.holds.get(&dev) else {
+            return None;
+        };
+        Some((
+            allowed,
+            self.learned.get(&dev).map_or(UNMEASURED, |&(v, _)| v),
+        ))
+    }
+
     /// Whether the rate control let `dev`'s writes run well above `rate` while they queued: the
     /// disk, not the rate, held them.
     fn held_by_the_disk(&self, dev: DevId, rate: f64, queued: f64) -> bool {
-        let Some(&RateHold::AtLeast(allowed)) = self.holds.get(&dev) else {
-            return false;
-        };
-        let judged = self.learned.get(&dev).map_or(UNMEASURED, |&(v, _)| v);
-        allowed > judged
-            && allowed >= ALLOWED_OVER_COMPLETED * rate
-            && rate >= ALLOWANCE_SHARE * judged
-            && queued >= QUEUED_UNDER_ALLOWANCE
+        self.allowed_and_judged(dev)
+            .is_some_and(|(allowed, judged)| {
+                allowed > judged
+                    && allowed >= ALLOWED_OVER_COMPLETED * rate
+                    && rate >= ALLOWANCE_SHARE * judged
+                    && queued >= QUEUED_UNDER_ALLOWANCE
+            })
     }
 
     /// Whether the rate control forced `dev`'s rate above the speed it is judged at, and the
     /// writer was asleep over a period that completed `rate` with `queued` writes in flight.
     fn writer_asleep(&self, dev: DevId, rate: f64, queued: f64) -> bool {
-        let Some(&RateHold::AtLeast(allowed)) = self.holds.get(&dev) else {
-            return false;
-        };
-        let judged = self.learned.get(&dev).map_or(UNMEASURED, |&(v, _)| v);
-        allowed > judged && rate < ASLEEP_SHARE * judged && queued < QUEUED_UNDER_ALLOWANCE
+        self.allowed_and_judged(dev)
+            .is_some_and(|(allowed, judged)| {
+                allowed > judged && rate < ASLEEP_SHARE * judged && queued < QUEUED_UNDER_ALLOWANCE
+            })
     }
 
     fn judge(&mut self, dev: DevId, p: Period) {
