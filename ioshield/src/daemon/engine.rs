@@ -465,22 +465,9 @@ impl Engine {
                     // enough to be measured: after a while, let the writer show the disk's
                     // speed, a step at a time, held by memory.high throughout.
                     let held = rt.offender.as_ref().map(|o| o.since.elapsed());
-                    let probed = held
-                        .filter(|_| !estimate.capacity)
-                        .and_then(|held| rt.speed_probe.step(method.clone(), estimate, held))
-                        .map(|(method, why)| {
-                            // memory.high from the assumed speed keeps the writer from using
-                            // the forced rate: on the 6.12 bed a writer under 32 MiB wrote
-                            // 19-30 MB/s to a 150 MB/s disk with the rate forced to 190 MB/s,
-                            // and the disk was never measured.
-                            let forced = rt.speed_probe.forced().map(|f| f as f64);
-                            match forced
-                                .and_then(|f| policy.memory_high.bytes(f, policy.max_flush_seconds))
-                            {
-                                Some(m) => (method.with_memory_high_at_least(m), why),
-                                None => (method, why),
-                            }
-                        });
+                    let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
+                        rt.speed_probe.step(method.clone(), estimate, &policy, held)
+                    });
                     let (method, why) = match probed {
                         Some(probed) => probed,
                         None => {

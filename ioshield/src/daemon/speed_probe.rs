@@ -13,7 +13,8 @@
 use std::time::Duration;
 
 use crate::{
-    act::Method, detect::bandwidth::Estimate, display::show_rate, model::sample::DiskDelta,
+    act::Method, config::DevicePolicy, detect::bandwidth::Estimate, display::show_rate,
+    model::sample::DiskDelta,
 };
 
 /// How long a restriction on a disk whose capacity is not known (not measured, or only a lower
@@ -135,6 +136,7 @@ impl SpeedProbe {
         &mut self,
         method: Method,
         estimate: Estimate,
+        policy: &DevicePolicy,
         held: Duration,
     ) -> Option<(Method, String)> {
         if held < PROBE_AFTER {
@@ -169,12 +171,17 @@ impl SpeedProbe {
             self.seen,
             PROBE_STEP.as_secs()
         );
+        // memory.high from the assumed speed keeps the writer from using the forced rate: on
+        // the 6.12 bed a writer under 32 MiB wrote 19-30 MB/s to a 150 MB/s disk with the rate
+        // forced to 190 MB/s, and the disk was never measured.
+        let method = match policy
+            .memory_high
+            .bytes(forced as f64, policy.max_flush_seconds)
+        {
+            Some(m) => method.with_memory_high_at_least(m),
+            None => method,
+        };
         Some((method.with_rate_at_least(forced), why))
-    }
-
-    /// The rate the disk is forced to, once it is.
-    pub fn forced(&self) -> Option<u64> {
-        self.forced
     }
 
     fn take_step(&mut self, bw: f64, held: Duration) {
@@ -246,7 +253,7 @@ mod tests {
                 minor: 16,
             },
             write,
-            memory_high: None,
+            memory_high: Some(crate::config::MemoryHigh::FLOOR),
         })
     }
 
@@ -263,6 +270,17 @@ mod tests {
     }
 
     const MB: u64 = 1_000_000;
+
+    fn policy() -> DevicePolicy {
+        crate::config::Config::default().policy_for(None).clone()
+    }
+
+    fn memory_high(m: &Method) -> Option<u64> {
+        match m {
+            Method::Cgroup(l) => l.memory_high,
+            _ => None,
+        }
+    }
 
     /// `seconds` seconds in which the disk completed `mbps` MB/s with `queued` writes in flight
     /// on average.
@@ -289,22 +307,25 @@ mod tests {
     fn a_disk_that_queues_at_the_model_is_forced_up_a_quarter_only_after_30_s() {
         let mut p = SpeedProbe::default();
         assert!(
-            p.step(rate_control(), Estimate::ASSUMED, at(0) / 2)
+            p.step(rate_control(), Estimate::ASSUMED, &policy(), at(0) / 2)
                 .is_none()
         );
         for s in [0, 5, 10, 15] {
             run(&mut p, 5, 25, 1.4);
             assert!(
-                p.step(rate_control(), Estimate::ASSUMED, at(s)).is_none(),
+                p.step(rate_control(), Estimate::ASSUMED, &policy(), at(s))
+                    .is_none(),
                 "{s}"
             );
             assert!(
-                p.step(rate_control(), Estimate::ASSUMED, at(s + 1))
+                p.step(rate_control(), Estimate::ASSUMED, &policy(), at(s + 1))
                     .is_none()
             );
         }
         run(&mut p, 5, 25, 1.4);
-        let (m, why) = p.step(rate_control(), Estimate::ASSUMED, at(20)).unwrap();
+        let (m, why) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(20))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         assert!(
             why.contains(
@@ -315,10 +336,14 @@ mod tests {
         );
         // Between steps the forced rate holds.
         run(&mut p, 2, 30, 1.3);
-        let (m, _) = p.step(rate_control(), Estimate::ASSUMED, at(22)).unwrap();
+        let (m, _) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(22))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         run(&mut p, 3, 30, 1.3);
-        let (m, _) = p.step(rate_control(), Estimate::ASSUMED, at(25)).unwrap();
+        let (m, _) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(25))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
     }
 
@@ -329,7 +354,9 @@ mod tests {
     fn a_disk_with_room_to_spare_is_forced_up_at_once_and_faster() {
         let mut p = SpeedProbe::default();
         run(&mut p, 10, 25, 0.17);
-        let (m, why) = p.step(rate_control(), Estimate::ASSUMED, at(0)).unwrap();
+        let (m, why) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert!(
             why.contains(
@@ -338,27 +365,46 @@ mod tests {
             ),
             "{why}"
         );
+        // memory.high follows: the default policy's max_flush_seconds of the forced rate, above
+        // the 32 MiB the restriction was made with.
+        assert_eq!(
+            memory_high(&m),
+            Some((50e6 * policy().max_flush_seconds) as u64)
+        );
+        assert!(memory_high(&m) > Some(crate::config::MemoryHigh::FLOOR));
         run(&mut p, 5, 50, 0.33);
-        let (m, _) = p.step(rate_control(), Estimate::ASSUMED, at(5)).unwrap();
+        let (m, _) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(5))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((100_000_000, 100_000_000)));
+        assert_eq!(
+            memory_high(&m),
+            Some((100e6 * policy().max_flush_seconds) as u64)
+        );
         // 150 MB/s of busy speed at 100 MB/s: a fifth more is no step of its own.
         run(&mut p, 5, 100, 0.67);
-        let (m, _) = p.step(rate_control(), Estimate::ASSUMED, at(10)).unwrap();
+        let (m, _) = p
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(10))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((125_000_000, 125_000_000)));
         // A writer held by memory.high uses part of the forced rate: no room shown.
         let mut held = SpeedProbe::default();
         run(&mut held, 5, 20, 0.11);
-        let (m, _) = held.step(rate_control(), Estimate::ASSUMED, at(0)).unwrap();
+        let (m, _) = held
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         run(&mut held, 5, 27, 0.12);
-        let (m, why) = held.step(rate_control(), Estimate::ASSUMED, at(5)).unwrap();
+        let (m, why) = held
+            .step(rate_control(), Estimate::ASSUMED, &policy(), at(5))
+            .unwrap();
         assert_eq!(m.rate_range(), Some((62_500_000, 62_500_000)));
         assert!(why.contains("a quarter more"), "{why}");
         // A few writes say little of the disk.
         let mut idle = SpeedProbe::default();
         run(&mut idle, 10, 17, 0.05);
         assert!(
-            idle.step(rate_control(), Estimate::ASSUMED, at(0))
+            idle.step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
                 .is_none()
         );
         // Nor do the seconds before the probe starts.
@@ -366,13 +412,13 @@ mod tests {
         run(&mut early, 10, 25, 0.1);
         assert!(
             early
-                .step(rate_control(), Estimate::ASSUMED, at(0) / 3)
+                .step(rate_control(), Estimate::ASSUMED, &policy(), at(0) / 3)
                 .is_none()
         );
         run(&mut early, 1, 25, 0.1);
         assert!(
             early
-                .step(rate_control(), Estimate::ASSUMED, at(0))
+                .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
                 .is_none()
         );
     }
@@ -382,13 +428,17 @@ mod tests {
     fn a_write_limit_doubles_then_goes() {
         let limited = held_by(WriteControl::Limit(18_750_000));
         let mut p = SpeedProbe::default();
-        let (m, why) = p.step(limited.clone(), Estimate::ASSUMED, at(5)).unwrap();
+        let (m, why) = p
+            .step(limited.clone(), Estimate::ASSUMED, &policy(), at(5))
+            .unwrap();
         assert_eq!(m.write_limit(), Some(50_000_000));
         assert!(
             why.contains("writes at 50.0 MB/s, doubled every 5s"),
             "{why}"
         );
-        let (m, _) = p.step(limited, Estimate::ASSUMED, at(20)).unwrap();
+        let (m, _) = p
+            .step(limited, Estimate::ASSUMED, &policy(), at(20))
+            .unwrap();
         assert_eq!(m.write_limit(), Some(crate::act::method::NO_WRITE_LIMIT));
     }
 
@@ -403,7 +453,7 @@ mod tests {
         };
         let mut p = SpeedProbe::default();
         run(&mut p, 5, 40, 1.6);
-        let (m, why) = p.step(rate_control(), floor, at(20)).unwrap();
+        let (m, why) = p.step(rate_control(), floor, &policy(), at(20)).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert!(why.contains("only known to be at least 40.0 MB/s"), "{why}");
     }
