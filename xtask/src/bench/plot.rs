@@ -212,7 +212,8 @@ fn offender_band(chart: &mut Chart, run: &Run, y_max: f64) -> DrawResult {
     Ok(())
 }
 
-/// Dashed-looking vertical lines where the daemon restricted (green) or released (black).
+/// Dashed-looking vertical lines where the daemon restricted (green), released or measured the
+/// disk (black, labelled).
 fn actions(chart: &mut Chart, run: &Run, y_max: f64) -> DrawResult {
     for (t, kind) in &run.actions {
         let color = if kind == "restrict" {

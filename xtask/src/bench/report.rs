@@ -148,9 +148,9 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
     let _ = writeln!(md, "## {kernel}, the daemon\n");
     let _ = writeln!(
         md,
-        "| scenario | detection latency s | restricts per run | daemon CPU % | daemon RSS MiB |"
+        "| scenario | detection latency s | restricts per run | disk measured s after the first restriction | daemon CPU % | daemon RSS MiB |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|");
     for scenario in plan.scenarios.iter().filter(|s| s.starts_with("ioshield")) {
         let mine: Vec<&&Run> = daemon_runs
             .iter()
@@ -163,9 +163,16 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
             .iter()
             .map(|r| r.actions.iter().filter(|(_, a)| a == "restrict").count() as f64)
             .collect();
+        let measured: Vec<f64> = mine.iter().filter_map(|r| r.measured_after_s).collect();
+        let measured = format!(
+            "{} in {} of {} runs",
+            show(measured.clone(), 1.0, 1),
+            measured.len(),
+            mine.len()
+        );
         let _ = writeln!(
             md,
-            "| {scenario} | {} | {} | {} | {} |",
+            "| {scenario} | {} | {} | {measured} | {} | {} |",
             show(
                 mine.iter().filter_map(|r| r.detect_latency_s).collect(),
                 1.0,

@@ -46,8 +46,11 @@ pub struct Run {
     /// What the offender wrote per second: the load generator's bytes over its span, or a
     /// fixed-size job's size over its time to `sync`.
     pub offender_bytes_per_sec: Option<f64>,
-    /// (seconds since the run's start, "restrict" | "release").
+    /// (seconds since the run's start, "restrict" | "release" | "measured"): "measured" is the
+    /// restriction moving to the disk's speed measured under a backlog (the speed probe's end).
     pub actions: Vec<(f64, String)>,
+    /// The first restriction to the disk's first measurement after it.
+    pub measured_after_s: Option<f64>,
     pub bpf: Vec<BpfProgram>,
 }
 
@@ -117,6 +120,13 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
             .find(|(_, a)| a == "restrict")
             .map(|(t, _)| t - start)
     });
+    let first = |kind: &str| actions.iter().find(|(_, a)| a == kind).map(|(t, _)| *t);
+    let measured_after_s = first("restrict").and_then(|restrict| {
+        actions
+            .iter()
+            .find(|(t, a)| a == "measured" && *t >= restrict)
+            .map(|(t, _)| t - restrict)
+    });
     let (timeline, cpu, rss) = timeline(dir, t0);
     Ok(Run {
         scenario: scenario.to_string(),
@@ -130,6 +140,7 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
         offender: offender_span,
         offender_bytes_per_sec: offender.as_ref().map(|o| o.bytes_per_sec),
         actions,
+        measured_after_s,
         bpf: bpf_stats(dir),
     })
 }
@@ -183,16 +194,20 @@ fn clock_offset(dir: &Path) -> Option<f64> {
     }
 }
 
-/// `restrict pid` / `release pid` lines of the daemon's log, on the loads' clock.
+/// `restrict pid` / `release pid` lines of the daemon's log, and `retune pid` lines that move a
+/// restriction to the disk's measured speed (`the disk now measures`), on the loads' clock.
 fn daemon_actions(log: &str, offset: f64, t0: f64) -> Vec<(f64, String)> {
     log.lines()
         .filter_map(|line| {
-            let action = ["restrict pid", "release pid"]
-                .into_iter()
-                .find(|a| line.contains(&format!("INFO {a}")))?;
+            let kind = if line.contains("INFO retune pid") && line.contains("now measures") {
+                "measured"
+            } else {
+                ["restrict", "release"]
+                    .into_iter()
+                    .find(|a| line.contains(&format!("INFO {a} pid")))?
+            };
             let wall = rfc3339_seconds(line.split_whitespace().next()?)?;
-            let kind = action.split(' ').next().expect("non-empty").to_string();
-            Some((wall - offset - t0, kind))
+            Some((wall - offset - t0, kind.to_string()))
         })
         .collect()
 }
@@ -298,6 +313,22 @@ mod tests {
         assert_eq!(percentile(&v, 0.99), 99.0);
         assert_eq!(percentile(&[3.0], 0.99), 3.0);
         assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+
+    #[test]
+    fn the_daemons_decisions_on_the_loads_clock() {
+        let log = "\
+1970-01-01T00:00:10.000000Z  INFO restrict pid 194 (ioshield-load) dirtied 6.3 MB
+1970-01-01T00:00:20.000000Z  INFO retune pid 194 on /dev/vda: io.weight=1 (the disk's speed is not measured after 10s: the rate held at 50.0 MB/s at least)
+1970-01-01T00:00:40.500000Z  INFO retune pid 194 on /dev/vda: io.weight=1 (the disk now measures 90.2 MB/s)
+1970-01-01T00:00:51.000000Z  INFO release pid 194 (ioshield-load) on /dev/vda: nothing of it is left
+";
+        let actions = daemon_actions(log, 2.0, 3.0);
+        let kinds: Vec<(f64, &str)> = actions.iter().map(|(t, k)| (*t, k.as_str())).collect();
+        assert_eq!(
+            kinds,
+            [(5.0, "restrict"), (35.5, "measured"), (46.0, "release")]
+        );
     }
 
     #[test]
