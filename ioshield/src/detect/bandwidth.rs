@@ -67,8 +67,9 @@ const ALLOWANCE_SHARE: f64 = 0.8;
 /// speed it is judged at, without writes waiting, is the writer asleep, not the disk idle: on
 /// the 6.12 bed memory.high's throttling puts the held writer to sleep for a second at a time
 /// (1 MB completed, then 176 MB with six writes queued), and each such second started the
-/// measurement again while the forced rate kept a backlog on the disk (0.8-0.9 s pauses).
-/// Such a period neither counts nor ends the measurement.
+/// measurement again while the forced rate kept a backlog on the disk. Such a period neither
+/// counts nor ends the measurement. (What this alone gains was not separated by the benches:
+/// docs/bench/speed-probe.md.)
 const ASLEEP_SHARE: f64 = 0.2;
 /// Weight of a later stretch against what earlier ones measured in this run.
 const LEARN_WEIGHT: f64 = 0.3;
