@@ -337,25 +337,34 @@ fn a_disk_speed_from_an_earlier_run_is_used_at_once() {
         .to_string();
     let (disk, identity) = said.split_once(": disk identity ").unwrap();
     println!("{disk}: {identity}");
-    // Second run, with a speed kept for that identity.
-    std::fs::write(
-        dir.path().join("state/disks.json"),
-        format!("{{\"{identity}\": 12345678.0}}"),
-    )
-    .unwrap();
-    let mut daemon = Daemon::start(dir.path(), auto);
-    let mut w = writer(dir.path(), 30.0, 2.0, 1, 0.0);
-    let judged = daemon.wait_log(
-        &format!("{disk}: judging writers against"),
-        Duration::from_secs(5),
-    );
-    w.wait().unwrap();
-    println!("{judged:?}");
-    assert!(
+    // Later runs, with a speed or a lower bound kept for that identity.
+    let judged = |contents: String| {
+        std::fs::write(dir.path().join("state/disks.json"), contents).unwrap();
+        let mut daemon = Daemon::start(dir.path(), auto);
+        let mut w = writer(dir.path(), 30.0, 2.0, 1, 0.0);
+        let judged = daemon.wait_log(
+            &format!("{disk}: judging writers against"),
+            Duration::from_secs(5),
+        );
+        w.wait().unwrap();
+        println!("{judged:?}");
         judged
+    };
+    let judged_at = judged(format!("{{\"{identity}\": 12345678.0}}"));
+    assert!(
+        judged_at
             .as_deref()
             .is_some_and(|l| l.contains("12.3 MB/s (measured in an earlier run)")),
-        "{judged:?}"
+        "{judged_at:?}"
+    );
+    // A lower bound kept by an earlier run (a copy that ended before the disk showed its
+    // speed) is used as one.
+    let judged_at = judged(format!("{{\"at-least:{identity}\": 87654321.0}}"));
+    assert!(
+        judged_at.as_deref().is_some_and(|l| l.contains(
+            "87.7 MB/s (at least what it wrote for 5 s without a backlog in an earlier run)"
+        )),
+        "{judged_at:?}"
     );
 }
 

@@ -260,8 +260,8 @@ impl Engine {
             }
         }
         for (dev, identity) in &self.identities {
-            if let (Some(identity), Some(speed)) = (identity, self.bandwidth.worth_keeping(*dev)) {
-                self.speeds.set(identity, speed);
+            if let (Some(identity), Some(kept)) = (identity, self.bandwidth.worth_keeping(*dev)) {
+                self.speeds.set(identity, kept);
             }
         }
         self.speeds.save(false);
@@ -486,14 +486,14 @@ impl Engine {
     }
 
     /// Looks the disk's identity up the first time it is seen, and starts its speed from what
-    /// an earlier run measured.
+    /// an earlier run learned of it.
     fn know(&mut self, disk: &Disk) {
         if self.identities.contains_key(&disk.id) {
             return;
         }
         let identity = devices::identity(disk);
-        if let Some(speed) = identity.as_deref().and_then(|i| self.speeds.get(i)) {
-            self.bandwidth.seed(disk.id, speed);
+        if let Some(kept) = identity.as_deref().and_then(|i| self.speeds.get(i)) {
+            self.bandwidth.seed(disk.id, kept);
         }
         match &identity {
             Some(i) => tracing::info!("{}: disk identity {i}", disk.label()),

@@ -1,11 +1,22 @@
 //! Disk speeds measured in earlier runs, kept per disk identity in the service's state
 //! directory, so that a restarted daemon judges writers right from the first second instead of
 //! against the kernel's 100 MiB/s guess. The file is ioshield's own; it changes nothing else.
+//!
+//! A JSON object of bytes per second by disk identity (`"serial:data": 30100000.0`); a lower
+//! bound (what the disk wrote without a backlog: a short copy held under a restriction never
+//! shows more) is kept under the identity with [`AT_LEAST`] in front, so that an older daemon
+//! reading the file ignores it instead of taking it for the disk's speed.
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
+
+use crate::detect::bandwidth::Kept;
+
+/// In front of a disk's identity: the value is a lower bound of its speed. Identities start
+/// with `wwid:`, `serial:` or `model:`.
+const AT_LEAST: &str = "at-least:";
 
 /// At most one write a minute while the values move.
 const SAVE_EVERY: Duration = Duration::from_secs(60);
@@ -14,7 +25,7 @@ const WORTH_SAVING: f64 = 0.05;
 
 pub struct SpeedFile {
     path: PathBuf,
-    /// Bytes per second by disk identity.
+    /// Bytes per second by disk identity, lower bounds under [`AT_LEAST`] + identity.
     known: BTreeMap<String, f64>,
     saved: BTreeMap<String, f64>,
     last_save: Option<Instant>,
@@ -50,22 +61,35 @@ impl SpeedFile {
         }
     }
 
-    pub fn get(&self, identity: &str) -> Option<f64> {
-        self.known.get(identity).copied()
+    /// The disk's speed if one is kept, else a lower bound if one is.
+    pub fn get(&self, identity: &str) -> Option<Kept> {
+        let at_least = || self.known.get(&format!("{AT_LEAST}{identity}"));
+        match self.known.get(identity) {
+            Some(&v) => Some(Kept::Speed(v)),
+            None => at_least().map(|&v| Kept::AtLeast(v)),
+        }
     }
 
-    pub fn set(&mut self, identity: &str, bytes_per_sec: f64) {
-        self.known.insert(identity.to_string(), bytes_per_sec);
+    /// Keeps `kept` for the disk, in place of whatever was kept for it.
+    pub fn set(&mut self, identity: &str, kept: Kept) {
+        let floor_key = format!("{AT_LEAST}{identity}");
+        let (key, other, v) = match kept {
+            Kept::Speed(v) => (identity.to_string(), floor_key, v),
+            Kept::AtLeast(v) => (floor_key, identity.to_string(), v),
+        };
+        self.known.remove(&other);
+        self.known.insert(key, v);
     }
 
     /// Writes the file if a value moved enough since the last write and the last write is a
     /// minute old (or `now` is set: on exit).
     pub fn save(&mut self, now: bool) {
-        let moved = self.known.iter().any(|(k, v)| {
-            self.saved
-                .get(k)
-                .is_none_or(|s| (v / s - 1.0).abs() > WORTH_SAVING)
-        });
+        let moved = self.saved.keys().any(|k| !self.known.contains_key(k))
+            || self.known.iter().any(|(k, v)| {
+                self.saved
+                    .get(k)
+                    .is_none_or(|s| (v / s - 1.0).abs() > WORTH_SAVING)
+            });
         let due = now || self.last_save.is_none_or(|t| t.elapsed() >= SAVE_EVERY);
         if !moved || !due {
             return;
@@ -96,23 +120,45 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("lib/disks.json");
         let mut f = SpeedFile::load(&path);
+        let data = |path: &Path| SpeedFile::load(path).get("serial:data");
         assert_eq!(f.get("serial:data"), None);
-        f.set("serial:data", 30e6);
+        f.set("serial:data", Kept::Speed(30e6));
         f.save(false);
-        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
+        assert_eq!(data(&path), Some(Kept::Speed(30e6)));
         // A small move is not written; a large one is, but at most once a minute unless now.
-        f.set("serial:data", 30.5e6);
+        f.set("serial:data", Kept::Speed(30.5e6));
         f.save(true);
-        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
-        f.set("serial:data", 60e6);
+        assert_eq!(data(&path), Some(Kept::Speed(30e6)));
+        f.set("serial:data", Kept::Speed(60e6));
         f.save(false);
-        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(30e6));
+        assert_eq!(data(&path), Some(Kept::Speed(30e6)));
         f.save(true);
-        assert_eq!(SpeedFile::load(&path).get("serial:data"), Some(60e6));
+        assert_eq!(data(&path), Some(Kept::Speed(60e6)));
         std::fs::write(&path, "{not json").unwrap();
-        assert_eq!(SpeedFile::load(&path).get("serial:data"), None);
+        assert_eq!(data(&path), None);
         std::fs::write(&path, r#"{"a": -1, "b": 5e7}"#).unwrap();
         let f = SpeedFile::load(&path);
-        assert_eq!((f.get("a"), f.get("b")), (None, Some(5e7)));
+        assert_eq!((f.get("a"), f.get("b")), (None, Some(Kept::Speed(5e7))));
+    }
+
+    #[test]
+    fn a_lower_bound_is_kept_as_one_and_a_speed_replaces_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disks.json");
+        let mut f = SpeedFile::load(&path);
+        f.set("serial:nvme", Kept::AtLeast(80e6));
+        f.save(true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // Under a key of its own: a daemon that knows only speeds finds no speed for the disk.
+        let plain: BTreeMap<String, f64> = serde_json::from_str(&text).unwrap();
+        assert_eq!(plain.get("serial:nvme"), None, "{text}");
+        let mut f = SpeedFile::load(&path);
+        assert_eq!(f.get("serial:nvme"), Some(Kept::AtLeast(80e6)));
+        // Measured: the speed replaces the bound, in the file too.
+        f.set("serial:nvme", Kept::Speed(75e6));
+        f.save(true);
+        let f = SpeedFile::load(&path);
+        assert_eq!(f.get("serial:nvme"), Some(Kept::Speed(75e6)));
+        assert_eq!(f.known.len(), 1, "{:?}", f.known);
     }
 }

@@ -142,6 +142,18 @@ enum Source {
     Above,
     /// The speeds file, from an earlier run.
     Earlier,
+    /// A floor kept in the speeds file by an earlier run: still only a lower bound.
+    EarlierFloor,
+}
+
+/// A disk's speed as the speeds file keeps it for the next run.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Kept {
+    /// What the disk can do: measured under a backlog, or a floor above such a measurement.
+    Speed(f64),
+    /// What it wrote for 5 s without a backlog: the next run restricts from there instead of the
+    /// assumed speed, but still lets the disk show its speed.
+    AtLeast(f64),
 }
 
 #[derive(Default)]
@@ -308,20 +320,26 @@ impl BandwidthEstimator {
         self.learned.get(&dev).map(|&(v, _)| v)
     }
 
-    /// The disk's speed as the next run should start from it: what it can do, not a lower
-    /// bound. A floor kept across a restart would come back as "measured in an earlier run",
-    /// the disk's capacity, and become the iocost model that holds every writer to it.
-    pub fn worth_keeping(&self, dev: DevId) -> Option<f64> {
-        match self.learned.get(&dev) {
-            Some(&(_, Source::Floor)) | None => None,
-            Some(&(v, _)) => Some(v),
+    /// The disk's speed as the next run should start from it, a floor kept as one: taken for
+    /// the disk's capacity it would become the iocost model that holds every writer to it.
+    pub fn worth_keeping(&self, dev: DevId) -> Option<Kept> {
+        match *self.learned.get(&dev)? {
+            (v, Source::Floor | Source::EarlierFloor) => Some(Kept::AtLeast(v)),
+            (v, _) => Some(Kept::Speed(v)),
         }
     }
 
-    /// Starts from a speed measured in an earlier run; the first measurement replaces it.
-    pub fn seed(&mut self, dev: DevId, bytes_per_sec: f64) {
+    /// Starts from what an earlier run learned; the first measurement replaces it.
+    pub fn seed(&mut self, dev: DevId, kept: Kept) {
+        let (bytes_per_sec, source) = match kept {
+            Kept::Speed(v) => (v, Source::Earlier),
+            // Only a floor above the assumed speed was ever learned; a smaller one (a file
+            // written by hand) would hold the disk below the assumption.
+            Kept::AtLeast(v) if v > UNMEASURED => (v, Source::EarlierFloor),
+            Kept::AtLeast(_) => return,
+        };
         if bytes_per_sec >= MINIMUM && !self.learned.contains_key(&dev) {
-            self.learned.insert(dev, (bytes_per_sec, Source::Earlier));
+            self.learned.insert(dev, (bytes_per_sec, source));
         }
     }
 
@@ -346,13 +364,16 @@ impl BandwidthEstimator {
                 source: match source {
                     Source::Earlier => "measured in an earlier run",
                     Source::Floor => "at least what it wrote for 5 s without a backlog",
+                    Source::EarlierFloor => {
+                        "at least what it wrote for 5 s without a backlog in an earlier run"
+                    }
                     Source::Above => {
                         "what it wrote for 5 s without a backlog, above its measured speed"
                     }
                     Source::Queued => "measured under a backlog",
                 },
                 measured: true,
-                capacity: source != Source::Floor,
+                capacity: !matches!(source, Source::Floor | Source::EarlierFloor),
             },
             _ => Estimate::ASSUMED,
         }
@@ -526,7 +547,7 @@ mod tests {
         let (speed, source) = measured(&e).unwrap();
         assert_eq!(source, "measured under a backlog");
         assert!((speed - 25.4e6).abs() < 1.0, "{speed}");
-        assert_eq!(e.worth_keeping(DEV), Some(speed));
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::Speed(speed)));
         // A second in which the held writer slept does not start the measurement again.
         let mut e = BandwidthEstimator::default();
         e.hold(DEV, Some(RateHold::AtLeast(39e6)));
@@ -545,7 +566,7 @@ mod tests {
         assert_eq!(measured(&e), None);
         // Once the disk is measured, a rate allowed above it is needed again.
         let mut e = BandwidthEstimator::default();
-        e.seed(DEV, 40e6);
+        e.seed(DEV, Kept::Speed(40e6));
         for hold in [Some(RateHold::AtLeast(39e6)), None] {
             e.hold(DEV, hold);
             e.observe(&second(24_000_000, 1.3));
@@ -577,7 +598,7 @@ mod tests {
     #[test]
     fn a_speed_from_an_earlier_run_is_used_until_the_disk_is_measured_again() {
         let mut e = BandwidthEstimator::default();
-        e.seed(DEV, 25e6);
+        e.seed(DEV, Kept::Speed(25e6));
         assert_eq!(measured(&e), Some((25e6, "measured in an earlier run")));
         assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
         // Faster without a backlog: raised, and still the disk's capacity.
@@ -646,7 +667,11 @@ mod tests {
             Some((40e6, "at least what it wrote for 5 s without a backlog"))
         );
         assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
-        assert_eq!(e.worth_keeping(DEV), None, "not kept for the next run");
+        assert_eq!(
+            e.worth_keeping(DEV),
+            Some(Kept::AtLeast(40e6)),
+            "kept as a floor"
+        );
         // A steadier, faster stretch raises the floor; a slower one does not lower it.
         for _ in 0..5 {
             e.observe(&second(50_000_000, 0.6));
@@ -661,7 +686,7 @@ mod tests {
         e.observe(&backlog(30_000_000));
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
         assert!(e.estimate(DEV, Bandwidth::Auto).capacity);
-        assert_eq!(e.worth_keeping(DEV), Some(30e6));
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::Speed(30e6)));
         // Slower stretches never lower it; a faster one proves it low.
         for _ in 0..5 {
             e.observe(&second(20_000_000, 0.6));
@@ -671,7 +696,7 @@ mod tests {
             e.observe(&second(60_000_000, 0.6));
         }
         assert_eq!(e.learned(DEV), Some(60e6));
-        assert_eq!(e.worth_keeping(DEV), Some(60e6));
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::Speed(60e6)));
         // Still the disk's capacity, not a lower bound (6.1 bench: 25.1 MB/s from an earlier
         // run, then 27.5 MB/s written without a backlog, moved the restriction off iocost).
         assert_eq!(
@@ -688,5 +713,34 @@ mod tests {
             slow.observe(&second(10_000_000, 0.5));
         }
         assert_eq!(measured(&slow), None);
+    }
+
+    #[test]
+    fn a_floor_from_an_earlier_run_is_still_a_floor() {
+        let mut e = BandwidthEstimator::default();
+        e.seed(DEV, Kept::AtLeast(80e6));
+        assert_eq!(
+            measured(&e),
+            Some((
+                80e6,
+                "at least what it wrote for 5 s without a backlog in an earlier run"
+            ))
+        );
+        assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::AtLeast(80e6)));
+        // A faster stretch raises it, still a floor; a backlog measures the disk.
+        for _ in 0..5 {
+            e.observe(&second(90_000_000, 0.6));
+        }
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::AtLeast(90e6)));
+        e.observe(&backlog(120_000_000));
+        e.observe(&backlog(120_000_000));
+        assert_eq!(measured(&e), Some((120e6, "measured under a backlog")));
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::Speed(120e6)));
+        // A floor at or under the assumed speed says nothing (a file edited by hand).
+        let mut e = BandwidthEstimator::default();
+        e.seed(DEV, Kept::AtLeast(5e6));
+        assert_eq!(measured(&e), None);
+        assert_eq!(e.worth_keeping(DEV), None);
     }
 }
