@@ -173,7 +173,10 @@ impl SpeedProbe {
         );
         // memory.high from the assumed speed keeps the writer from using the forced rate: on
         // the 6.12 bed a writer under 32 MiB wrote 19-30 MB/s to a 150 MB/s disk with the rate
-        // forced to 190 MB/s, and the disk was never measured.
+        // forced to 190 MB/s, and the disk was never measured. No more than `max_flush_seconds`
+        // of it, though: it bounds the backlog when a step overshoots the disk, and 2.5 s of it
+        // (6.12's fast disk: 0.38x against 0.30x) doubled 6.1's commit pause on the 30 MB/s
+        // disk, 0.52-0.70 s against 0.29-0.32 s (docs/bench/speed-probe.md).
         let method = match policy
             .memory_high
             .bytes(forced as f64, policy.max_flush_seconds)
