@@ -220,8 +220,8 @@ fn forced_by_room(log: &Path) -> Result<String> {
     };
     let from = line.find("not measured after").unwrap_or(0);
     let to = line[from..]
-        .find("room to spare")
-        .map_or(line.len(), |i| from + i + "room to spare".len());
+        .find("room to spare)")
+        .map_or(line.len(), |i| from + i + "room to spare)".len());
     Ok(line[from..to].to_string())
 }
 
@@ -337,6 +337,34 @@ fn last_line(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// The probe check finds the room step in a daemon log as 6.1 wrote it, and fails with the
+    /// decisions it saw when there is none.
+    #[test]
+    fn the_probe_check_reads_the_room_step() {
+        let dir = std::env::temp_dir().join(format!("ioshield-ci-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = dir.join("daemon.log");
+        let restrict =
+            "2026-11-25T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 MB\n";
+        let retune = "2026-11-25T12:00:10Z  INFO retune pid 140 on /dev/vda: io.weight=1 \
+            memory.high=47M (the disk's speed is not measured after 10s: the rate held at 50.0 \
+            MB/s at least (it wrote 27.6 MB/s with 0.12 writes in flight: room to spare), raised \
+            every 5s until the disk shows its speed) pid=140 action=\"retune\"\n";
+        std::fs::write(&log, format!("{restrict}{retune}")).unwrap();
+        assert_eq!(
+            super::forced_by_room(&log).unwrap(),
+            "not measured after 10s: the rate held at 50.0 MB/s at least (it wrote 27.6 MB/s \
+             with 0.12 writes in flight: room to spare)"
+        );
+        std::fs::write(&log, restrict).unwrap();
+        let e = super::forced_by_room(&log).unwrap_err().to_string();
+        assert!(
+            e.contains("no step with room to spare") && e.contains("restrict pid 140"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn kernel_series_with_per_bdi_byte_limits() {
         assert!(!super::has_bdi_byte_limits("6.1"));
