@@ -56,10 +56,10 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
         let dir = out.join(series);
         // A scenario that exits non-zero still leaves its results: the checks read them to say
         // why, and fall back to the exit status.
-        let runner_at = |name: &str,
-                         script_name: &str,
-                         env: &[String],
-                         data_write_bps: Option<u64>|
+        let runner = |name: &str,
+                      script_name: &str,
+                      env: &[String],
+                      data_write_bps: Option<u64>|
          -> Result<(i32, PathBuf)> {
             let done = guest.run(&Run {
                 series,
@@ -72,20 +72,19 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             })?;
             Ok((done.status, done.results))
         };
-        let runner =
-            |name: &str, script_name: &str, env: &[String]| runner_at(name, script_name, env, None);
-        let smoke_run = runner("smoke", "smoke.sh", &[]);
+        let smoke_run = runner("smoke", "smoke.sh", &[], None);
         report(
             series,
             "smoke",
             smoke_run.and_then(|(s, r)| smoke::check(&r, s)),
         );
 
-        let stall_as = |name: &str, scenario: &str, extra: &[&str]| {
+        // `extra` comes after STALL_ENV: the guest exports them in order, so it may override.
+        let stall_at = |name: &str, scenario: &str, extra: &[&str], data_write_bps| {
             let mut env: Vec<String> = STALL_ENV.iter().map(|s| s.to_string()).collect();
             env.push(format!("SCENARIO={scenario}"));
             env.extend(extra.iter().map(|s| s.to_string()));
-            let (status, results) = runner(name, "stall.sh", &env)?;
+            let (status, results) = runner(name, "stall.sh", &env, data_write_bps)?;
             if status != 0 {
                 bail!(
                     "stall.sh exited {status}: {}",
@@ -94,6 +93,8 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             }
             pauses(&results)
         };
+        let stall_as =
+            |name: &str, scenario: &str, extra: &[&str]| stall_at(name, scenario, extra, None);
         // Gated twice: with the disk's speed given (as the bench's first tables did) and with
         // the shipped `bandwidth = "auto"`, where the daemon must judge a disk it has never
         // measured (issue 10: the kernel's burst reports and the assumed slow disk).
@@ -127,28 +128,16 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // writer at the assumed 25 MB/s (docs/bench/speed-probe.md). The writer runs 29 s
             // so that the steps at 10, 15 and 20 s fall inside it (6.12's held writer sometimes
             // shows room only at the second).
-            let mut env: Vec<String> = STALL_ENV.iter().map(|s| s.to_string()).collect();
-            env.extend(
-                [
-                    "SCENARIO=ioshield",
-                    "BANDWIDTH=auto",
-                    "DURATION=35",
-                    "OFFENDER_STOP=32",
-                ]
-                .map(String::from),
-            );
-            let fast = runner_at("ioshield-fast", "stall.sh", &env, Some(FAST_DISK_BPS)).and_then(
-                |(status, results)| {
-                    if status != 0 {
-                        bail!(
-                            "stall.sh exited {status}: {}",
-                            last_line(&results.join("scenario.log"))
-                        );
-                    }
-                    let probe = forced_by_room(&results.join("daemon.log"))?;
-                    Ok(format!("{probe}; {}", pauses(&results)?.line()))
-                },
-            );
+            let fast = stall_at(
+                "ioshield-fast",
+                "ioshield",
+                &["BANDWIDTH=auto", "DURATION=35", "OFFENDER_STOP=32"],
+                Some(FAST_DISK_BPS),
+            )
+            .and_then(|p| {
+                let probe = forced_by_room(&dir.join("ioshield-fast"))?;
+                Ok(format!("{probe}; {}", p.line()))
+            });
             report(series, "ioshield-fast probe", fast);
             // The backlog guard alone (max_dirty, no restriction): the kernel's per-disk dirty
             // limit from 6.2 on; stall.sh fails the run if the knobs are not put back.
@@ -189,12 +178,16 @@ fn has_bdi_byte_limits(series: &str) -> bool {
 
 /// The daemon capped the data disk's dirty data at 0.25 s of the configured 30 MB/s.
 fn guarded(run: &Path) -> Result<()> {
-    let log = run.join("results/daemon.log");
-    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
-    if !text.contains("backlog guard: the disk's dirty data capped at 7.5 MB") {
-        bail!("no backlog guard of 7.5 MB in {}", log.display());
+    if !daemon_log(run)?.contains("backlog guard: the disk's dirty data capped at 7.5 MB") {
+        bail!("no backlog guard of 7.5 MB in {}", run.display());
     }
     Ok(())
+}
+
+/// The daemon's log of a stall run (`OUT/<kernel>/<run>`).
+fn daemon_log(run: &Path) -> Result<String> {
+    let log = run.join("results/daemon.log");
+    fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))
 }
 
 /// The fast disk of the probe check: qemu's throttle at 150 MB/s (under emulation it completes
@@ -203,8 +196,8 @@ const FAST_DISK_BPS: u64 = 150_000_000;
 
 /// The speed probe forced the rate of a restriction on a disk not measured above the assumed
 /// speed because the disk showed room to spare: the first such `retune` line, from its "after".
-fn forced_by_room(log: &Path) -> Result<String> {
-    let text = fs::read_to_string(log).with_context(|| format!("reading {}", log.display()))?;
+fn forced_by_room(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
     let Some(line) = text
         .lines()
         .find(|l| l.contains("retune pid") && l.contains("room to spare"))
@@ -227,8 +220,7 @@ fn forced_by_room(log: &Path) -> Result<String> {
 
 /// The daemon's first restriction in a stall run held the offender by iocost weight.
 fn held_by_iocost(run: &Path, model: &str) -> Result<String> {
-    let log = run.join("results/daemon.log");
-    let text = fs::read_to_string(&log).with_context(|| format!("reading {}", log.display()))?;
+    let text = daemon_log(run)?;
     let restrict = text
         .lines()
         .find(|l| l.contains("restrict pid"))
@@ -342,8 +334,8 @@ mod tests {
     #[test]
     fn the_probe_check_reads_the_room_step() {
         let dir = std::env::temp_dir().join(format!("ioshield-ci-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let log = dir.join("daemon.log");
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let log = dir.join("results/daemon.log");
         let restrict =
             "2026-11-25T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 MB\n";
         let retune = "2026-11-25T12:00:10Z  INFO retune pid 140 on /dev/vda: io.weight=1 \
@@ -352,12 +344,12 @@ mod tests {
             every 5s until the disk shows its speed) pid=140 action=\"retune\"\n";
         std::fs::write(&log, format!("{restrict}{retune}")).unwrap();
         assert_eq!(
-            super::forced_by_room(&log).unwrap(),
+            super::forced_by_room(&dir).unwrap(),
             "not measured after 10s: the rate held at 50.0 MB/s at least (it wrote 27.6 MB/s \
              with 0.12 writes in flight: room to spare)"
         );
         std::fs::write(&log, restrict).unwrap();
-        let e = super::forced_by_room(&log).unwrap_err().to_string();
+        let e = super::forced_by_room(&dir).unwrap_err().to_string();
         assert!(
             e.contains("no step with room to spare") && e.contains("restrict pid 140"),
             "{e}"
