@@ -285,6 +285,11 @@ mod tests {
         }
     }
 
+    /// The probe's step with the shipped policy, under the rate control of the assumed disk.
+    fn assumed(p: &mut SpeedProbe, held: Duration) -> Option<(Method, String)> {
+        p.step(rate_control(), Estimate::ASSUMED, &policy(), held)
+    }
+
     /// `seconds` seconds in which the disk completed `mbps` MB/s with `queued` writes in flight
     /// on average.
     fn run(p: &mut SpeedProbe, seconds: u32, mbps: u64, queued: f64) {
@@ -309,26 +314,14 @@ mod tests {
     #[test]
     fn a_disk_that_queues_at_the_model_is_forced_up_a_quarter_only_after_30_s() {
         let mut p = SpeedProbe::default();
-        assert!(
-            p.step(rate_control(), Estimate::ASSUMED, &policy(), at(0) / 2)
-                .is_none()
-        );
+        assert!(assumed(&mut p, at(0) / 2).is_none());
         for s in [0, 5, 10, 15] {
             run(&mut p, 5, 25, 1.4);
-            assert!(
-                p.step(rate_control(), Estimate::ASSUMED, &policy(), at(s))
-                    .is_none(),
-                "{s}"
-            );
-            assert!(
-                p.step(rate_control(), Estimate::ASSUMED, &policy(), at(s + 1))
-                    .is_none()
-            );
+            assert!(assumed(&mut p, at(s)).is_none(), "{s}");
+            assert!(assumed(&mut p, at(s + 1)).is_none());
         }
         run(&mut p, 5, 25, 1.4);
-        let (m, why) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(20))
-            .unwrap();
+        let (m, why) = assumed(&mut p, at(20)).unwrap();
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         assert!(
             why.contains(
@@ -339,14 +332,10 @@ mod tests {
         );
         // Between steps the forced rate holds.
         run(&mut p, 2, 30, 1.3);
-        let (m, _) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(22))
-            .unwrap();
+        let (m, _) = assumed(&mut p, at(22)).unwrap();
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         run(&mut p, 3, 30, 1.3);
-        let (m, _) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(25))
-            .unwrap();
+        let (m, _) = assumed(&mut p, at(25)).unwrap();
         assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
     }
 
@@ -357,9 +346,7 @@ mod tests {
     fn a_disk_with_room_to_spare_is_forced_up_at_once_and_faster() {
         let mut p = SpeedProbe::default();
         run(&mut p, 10, 25, 0.17);
-        let (m, why) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
-            .unwrap();
+        let (m, why) = assumed(&mut p, at(0)).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert!(
             why.contains(
@@ -376,9 +363,7 @@ mod tests {
         );
         assert!(memory_high(&m) > Some(crate::config::MemoryHigh::FLOOR));
         run(&mut p, 5, 50, 0.33);
-        let (m, _) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(5))
-            .unwrap();
+        let (m, _) = assumed(&mut p, at(5)).unwrap();
         assert_eq!(m.rate_range(), Some((100_000_000, 100_000_000)));
         assert_eq!(
             memory_high(&m),
@@ -386,44 +371,27 @@ mod tests {
         );
         // 150 MB/s of busy speed at 100 MB/s: a fifth more is no step of its own.
         run(&mut p, 5, 100, 0.67);
-        let (m, _) = p
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(10))
-            .unwrap();
+        let (m, _) = assumed(&mut p, at(10)).unwrap();
         assert_eq!(m.rate_range(), Some((125_000_000, 125_000_000)));
         // A writer held by memory.high uses part of the forced rate: no room shown.
         let mut held = SpeedProbe::default();
         run(&mut held, 5, 20, 0.11);
-        let (m, _) = held
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
-            .unwrap();
+        let (m, _) = assumed(&mut held, at(0)).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         run(&mut held, 5, 27, 0.12);
-        let (m, why) = held
-            .step(rate_control(), Estimate::ASSUMED, &policy(), at(5))
-            .unwrap();
+        let (m, why) = assumed(&mut held, at(5)).unwrap();
         assert_eq!(m.rate_range(), Some((62_500_000, 62_500_000)));
         assert!(why.contains("a quarter more"), "{why}");
         // A few writes say little of the disk.
         let mut idle = SpeedProbe::default();
         run(&mut idle, 10, 17, 0.05);
-        assert!(
-            idle.step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
-                .is_none()
-        );
+        assert!(assumed(&mut idle, at(0)).is_none());
         // Nor do the seconds before the probe starts.
         let mut early = SpeedProbe::default();
         run(&mut early, 10, 25, 0.1);
-        assert!(
-            early
-                .step(rate_control(), Estimate::ASSUMED, &policy(), at(0) / 3)
-                .is_none()
-        );
+        assert!(assumed(&mut early, at(0) / 3).is_none());
         run(&mut early, 1, 25, 0.1);
-        assert!(
-            early
-                .step(rate_control(), Estimate::ASSUMED, &policy(), at(0))
-                .is_none()
-        );
+        assert!(assumed(&mut early, at(0)).is_none());
     }
 
     /// A write limit doubles every 5 s from 10 s, and is lifted after four doublings.
