@@ -63,11 +63,11 @@ impl SpeedFile {
 
     /// The disk's speed if one is kept, else a lower bound if one is.
     pub fn get(&self, identity: &str) -> Option<Kept> {
-        let at_least = || self.known.get(&format!("{AT_LEAST}{identity}"));
-        match self.known.get(identity) {
-            Some(&v) => Some(Kept::Speed(v)),
-            None => at_least().map(|&v| Kept::AtLeast(v)),
+        if let Some(&v) = self.known.get(identity) {
+            return Some(Kept::Speed(v));
         }
+        let v = *self.known.get(&format!("{AT_LEAST}{identity}"))?;
+        Some(Kept::AtLeast(v))
     }
 
     /// Keeps `kept` for the disk, in place of whatever was kept for it.
