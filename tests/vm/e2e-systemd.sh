@@ -80,10 +80,11 @@ iocost_model() { sed -n "s/^$DEVNUM //p" /sys/fs/cgroup/io.cost.model; }
 # ioshield's QoS (act/iocost.rs QOS): on, user-set, the rate pinned at the model's.
 IOSHIELD_QOS="enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00"
 iocost_ours() { test "$(iocost_qos)" = "$IOSHIELD_QOS"; }
-# Before the disk is measured (act/iocost.rs ADAPTIVE_QOS): the kernel's latency control moves
-# the rate, between a quarter of the model and the model (the probe then forces it up).
-iocost_adaptive() {
-    iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000 min=[0-9]+.00 max=[0-9]+.00$'
+# Before the disk is measured: the rate held at the model (act/iocost.rs HELD_QOS, ioshield's
+# QoS when held at the model itself), or, while the speed probe listens or once it forced the
+# rate up, under the kernel's latency control (ADAPTIVE_QOS).
+iocost_unmeasured() {
+    iocost_qos | grep -qE '^enable=1 ctrl=user rpct=95.00 rlat=(5000|50000) wpct=95.00 wlat=(5000|50000) min=[0-9]+.00 max=[0-9]+.00$'
 }
 model_wbps() { iocost_model | sed -n 's/.* wbps=\([0-9]*\) .*/\1/p'; }
 # Before the daemon ever restricted anything: what every undo must put back.
@@ -238,15 +239,15 @@ SCG=$(cgroup_of "$WRITER")
 LIMIT=$(prop "${SCOPE:-none}" IOWriteBandwidthMax)
 log "$SCOPE IOWriteBandwidthMax=$LIMIT io.max: $(cat "/sys/fs/cgroup$SCG/io.max" 2>/dev/null)"
 # The disk is not measured yet (a fresh install): the first restriction holds the writer by
-# IOWeight=1 under iocost the daemon turns on with the assumed slow disk's model and the kernel's
-# latency control of the rate (its journal line; the disk may be measured seconds later).
+# IOWeight=1 under iocost the daemon turns on with the assumed slow disk's model, the rate held
+# there (its journal line; the disk may be measured seconds later).
 QOS_AT_RESTRICT=$(iocost_qos)
 check scope-weight-unmeasured "$RESTRICT; io.cost.qos then: '$QOS_AT_RESTRICT'; now IOWriteBandwidthMax='$LIMIT' IOWeight=$(prop "${SCOPE:-none}" IOWeight)" \
     eval 'echo "$RESTRICT" | grep -q "IOWeight=1 (iocost on, disk not measured: modelled at 25.0MB/s, .*on new scope $SCOPE " &&
-        weighted "$SCOPE" && { iocost_adaptive || iocost_ours; }'
-# The rate control keeps the disk short of a backlog; a disk that keeps up with it with room to
-# spare has the rate forced up from 10 s (doubling while the room lasts), any other from 30 s a
-# quarter every 5 s, until the disk falls behind it and so shows its speed (or the backlog
+        weighted "$SCOPE" && iocost_unmeasured'
+# The held rate keeps the disk short of a backlog; a disk that shows room to spare while the
+# kernel's latency control lets the writer burst (3 s before the steps at 10 s and 15 s) has the
+# rate forced up then (doubling while the room lasts), any other from 30 s a quarter every 5 s, until the disk falls behind it and so shows its speed (or the backlog
 # before the restriction showed it already); then iocost's model is that speed, pinned.
 # What the scope writes to the disk is what io.stat counts (bios, after throttling).
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "/sys/fs/cgroup/$1/io.stat" 2>/dev/null; }

@@ -26,6 +26,14 @@ use crate::{
 /// undo recognises the setting as ioshield's.
 pub const QOS: &str =
     "enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00";
+/// The latency targets of [`QOS`], also those of a disk not yet measured while its rate is held
+/// ([`Vrate::Held`]). They set how often iocost hands out budgets (twice the target: 10 ms):
+/// cgroups issue in short slices, and the disk's queue stays short. On the 6.12 bed (30 MB/s
+/// disk, a writer held at the assumed 25 MB/s) the committing load's longest pause while held
+/// was 0.30-0.32 s under these targets against 0.43-0.86 s (median 0.51 s, 11 runs) under the
+/// rate control's 50 ms ones, whose 100 ms slices let the writer burst
+/// (docs/bench/speed-probe.md, stop 27).
+const HELD_QOS: &str = "enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000";
 
 /// The `io.cost.qos` for a disk not yet measured, up to the range of rates (`min=`, `max=`): the
 /// kernel lowers the virtual rate while more than 5% of reads or writes take over 50 ms on the
@@ -34,14 +42,7 @@ pub const QOS: &str =
 const ADAPTIVE_QOS: &str = "enable=1 ctrl=user rpct=95.00 rlat=50000 wpct=95.00 wlat=50000";
 /// The lowest rate the latency control may choose, in percent of the model: a disk four times
 /// slower than the assumed one (a cheap USB stick) is still reached.
-pub const ADAPTIVE_MIN_PCT: u32 = 25;
-/// The highest rate it may choose at first: the model itself. Left to rise as the kernel saw
-/// fit (up to its own 10000%), the rate went past the bed's 30 MB/s disk while the writer waited
-/// and the innocents paused longer: on 6.12, 3 runs of preset iocost with the 25 MB/s model, the
-/// committing load's longest pause was 0.37 (0.30-0.55) s with `max=100` against 0.48
-/// (0.43-0.76) s with `max=10000`, the writer 0.73x against 0.77x of its unmitigated speed
-/// (docs/bench/iocost-ceiling.md). The probe raises it from what the disk has shown.
-pub const ADAPTIVE_MAX_PCT: u32 = 100;
+const ADAPTIVE_MIN_PCT: u32 = 25;
 /// The kernel's own bounds of the rate, in percent.
 const VRATE_RANGE: (u32, u32) = (1, 10_000);
 
@@ -50,6 +51,9 @@ const VRATE_RANGE: (u32, u32) = (1, 10_000);
 pub enum Vrate {
     /// At 100% of a model of the disk's measured speed.
     Pinned,
+    /// A disk not yet measured: the rate held at `pct`% of the model (the assumed speed, or a
+    /// lower bound), under the latency targets of a measured disk.
+    Held { pct: u32 },
     /// Left to the kernel's latency control, between `min_pct`% and `max_pct`% of the model.
     Adaptive { min_pct: u32, max_pct: u32 },
 }
@@ -70,6 +74,14 @@ impl Model {
         }
     }
 
+    /// A disk not yet measured, its rate held at the model.
+    pub fn held(wbps: u64) -> Model {
+        Model {
+            wbps,
+            vrate: Vrate::Held { pct: 100 },
+        }
+    }
+
     pub fn adaptive(wbps: u64, min_pct: u32, max_pct: u32) -> Model {
         let min_pct = min_pct.clamp(VRATE_RANGE.0, VRATE_RANGE.1);
         Model {
@@ -86,14 +98,16 @@ impl Model {
     pub fn rate(&self) -> u64 {
         match self.vrate {
             Vrate::Pinned => self.wbps,
+            Vrate::Held { pct } => self.share(pct),
             Vrate::Adaptive { max_pct, .. } => self.share(max_pct),
         }
     }
 
-    /// The lowest and highest rate the kernel may choose, under its latency control.
+    /// The lowest and highest rate the kernel may choose, on a disk not yet measured.
     pub fn range(&self) -> Option<(u64, u64)> {
         match self.vrate {
             Vrate::Pinned => None,
+            Vrate::Held { pct } => Some((self.share(pct), self.share(pct))),
             Vrate::Adaptive { min_pct, max_pct } => {
                 Some((self.share(min_pct), self.share(max_pct)))
             }
@@ -114,6 +128,12 @@ impl Model {
     pub fn at_least(self, wbps: u64) -> Model {
         match self.vrate {
             Vrate::Pinned => self,
+            Vrate::Held { pct } => Model {
+                vrate: Vrate::Held {
+                    pct: pct.max(self.pct(wbps)),
+                },
+                ..self
+            },
             Vrate::Adaptive { max_pct, .. } => {
                 let min_pct = self.pct(wbps);
                 Model::adaptive(self.wbps, min_pct, max_pct.max(min_pct))
@@ -122,11 +142,28 @@ impl Model {
     }
 
     /// The same model whose rate may rise to `wbps` (never under its lowest rate); a pinned
-    /// rate stays as it is.
+    /// or held rate stays as it is.
     pub fn up_to(self, wbps: u64) -> Model {
         match self.vrate {
-            Vrate::Pinned => self,
+            Vrate::Pinned | Vrate::Held { .. } => self,
             Vrate::Adaptive { min_pct, .. } => Model::adaptive(self.wbps, min_pct, self.pct(wbps)),
+        }
+    }
+
+    /// A held rate handed to the kernel's latency control, up to the rate it was held at: its
+    /// longer slices let the writer burst, and how long the disk then keeps writes in flight
+    /// shows whether it has room (`daemon::speed_probe`). Other models as they are.
+    ///
+    /// Not above the held rate: left to rise as the kernel saw fit (up to its own 10000%), the
+    /// rate went past the bed's 30 MB/s disk while the writer waited and the innocents paused
+    /// longer: on 6.12, 3 runs of preset iocost with the 25 MB/s model, the committing load's
+    /// longest pause was 0.37 (0.30-0.55) s with `max=100` against 0.48 (0.43-0.76) s with
+    /// `max=10000`, the writer 0.73x against 0.77x of its unmitigated speed
+    /// (docs/bench/iocost-ceiling.md). The probe raises it from what the disk has shown.
+    pub fn listening(self) -> Model {
+        match self.vrate {
+            Vrate::Held { pct } => Model::adaptive(self.wbps, ADAPTIVE_MIN_PCT.min(pct), pct),
+            _ => self,
         }
     }
 
@@ -134,6 +171,7 @@ impl Model {
     pub fn qos_line(&self) -> String {
         match self.vrate {
             Vrate::Pinned => QOS.to_string(),
+            Vrate::Held { pct } => format!("{HELD_QOS} min={pct}.00 max={pct}.00"),
             Vrate::Adaptive { min_pct, max_pct } => {
                 format!("{ADAPTIVE_QOS} min={min_pct}.00 max={max_pct}.00")
             }
@@ -144,6 +182,11 @@ impl Model {
     pub fn describe(&self, show: impl Fn(u64) -> String) -> String {
         match self.vrate {
             Vrate::Pinned => format!("disk modelled at {}", show(self.wbps)),
+            Vrate::Held { pct } => format!(
+                "disk not measured: modelled at {}, the rate held at {}",
+                show(self.wbps),
+                show(self.share(pct))
+            ),
             Vrate::Adaptive { min_pct, max_pct } if min_pct == max_pct => format!(
                 "disk not measured: modelled at {}, the rate held at {}",
                 show(self.wbps),
@@ -212,8 +255,8 @@ pub fn state(root: &std::path::Path, dev: DevId) -> State {
     }
 }
 
-/// Whether `qos` is a line [`Model::qos_line`] writes: the pinned one, or the rate control's
-/// with whatever range of rates the probe had reached.
+/// Whether `qos` is a line [`Model::qos_line`] writes: the pinned one, a held rate, or the rate
+/// control's with whatever range of rates the probe had reached.
 fn is_ours(qos: &str) -> bool {
     let line = qos.split_whitespace().collect::<Vec<_>>().join(" ");
     let percent = |field: &str, key: &str| {
@@ -225,6 +268,7 @@ fn is_ours(qos: &str) -> bool {
     line == QOS
         || line
             .strip_prefix(ADAPTIVE_QOS)
+            .or_else(|| line.strip_prefix(HELD_QOS))
             .and_then(|rest| rest.strip_prefix(' '))
             .and_then(|rest| rest.split_once(' '))
             .is_some_and(|(min, max)| percent(min, "min=") && percent(max, "max="))
@@ -571,14 +615,28 @@ mod tests {
         );
     }
 
-    /// A disk not yet measured: the rate left to the kernel, raised by the probe, then pinned
-    /// to the measured speed; all one journal entry, recognised as ioshield's throughout.
+    /// A disk not yet measured: the rate held at the model, left to the kernel, raised by the
+    /// probe, then pinned to the measured speed; all one journal entry, recognised as
+    /// ioshield's throughout.
     #[test]
     fn the_rate_control_of_an_unmeasured_disk_gives_way_to_the_measured_model() {
         let (_dir, mut actuator, dev, root, fs) = bed();
         let qos = || std::fs::read_to_string(root.join("io.cost.qos")).unwrap();
         let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
-        let adaptive = Model::adaptive(25_000_000, ADAPTIVE_MIN_PCT, ADAPTIVE_MAX_PCT);
+        let held = Model::held(25_000_000);
+        assert!(actuator.set_iocost(&fs, 1, dev, held).unwrap());
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        assert!(model().contains(" wbps=25000000 "));
+        actuator
+            .set_iocost(&fs, 1, dev, held.at_least(30_000_000))
+            .unwrap();
+        assert_eq!(
+            qos(),
+            "254:16 enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=120.00 \
+             max=120.00"
+        );
+        assert_eq!(state(&root, dev), State::Ours);
+        let adaptive = held.listening();
         assert!(actuator.set_iocost(&fs, 1, dev, adaptive).unwrap());
         assert_eq!(
             qos(),
@@ -659,7 +717,18 @@ mod tests {
 
     #[test]
     fn a_model_bounds_the_rate_it_lets_the_disk_have() {
-        let m = Model::adaptive(25_000_000, ADAPTIVE_MIN_PCT, ADAPTIVE_MAX_PCT);
+        // Held: at the model, or at a lower bound above it; a cap does not move it.
+        let held = Model::held(25_000_000);
+        assert_eq!(held.rate(), 25_000_000);
+        assert_eq!(held.range(), Some((25_000_000, 25_000_000)));
+        assert_eq!(held.at_least(40_000_000).rate(), 40_000_000);
+        assert_eq!(held.at_least(20_000_000), held);
+        assert_eq!(held.up_to(40_000_000), held);
+        assert_eq!(
+            held.at_least(40_000_000).listening().range(),
+            Some((6_250_000, 40_000_000))
+        );
+        let m = Model::held(25_000_000).listening();
         assert_eq!(m.rate(), 25_000_000);
         assert_eq!(
             m.vrate,
@@ -705,7 +774,11 @@ mod tests {
 
     #[test]
     fn a_restarted_daemon_knows_its_rate_control_by_its_latency_targets() {
-        let m = Model::adaptive(25_000_000, ADAPTIVE_MIN_PCT, ADAPTIVE_MAX_PCT);
+        assert_eq!(Model::held(25_000_000).qos_line(), QOS);
+        assert!(is_ours(
+            &Model::held(25_000_000).at_least(40_000_000).qos_line()
+        ));
+        let m = Model::held(25_000_000).listening();
         assert!(is_ours(&m.qos_line()));
         assert!(is_ours(&m.up_to(39_000_000).qos_line()));
         // What the build before the cap wrote, left in a state file by a crash.

@@ -192,11 +192,35 @@ impl Method {
             .is_some_and(|m| m.vrate == iocost::Vrate::Pinned)
     }
 
-    /// Whether the offender is held under the kernel's rate control of a disk ioshield has not
-    /// measured (iocost it turned on, with the assumed slow disk's model).
+    /// Whether the offender is held under iocost ioshield turned on for a disk it has not
+    /// measured (the assumed slow disk's model, the rate held there or left to the kernel's
+    /// latency control).
     pub fn under_rate_control(&self) -> bool {
-        self.iocost_model()
-            .is_some_and(|m| matches!(m.vrate, iocost::Vrate::Adaptive { .. }))
+        self.iocost_model().is_some_and(|m| {
+            matches!(
+                m.vrate,
+                iocost::Vrate::Held { .. } | iocost::Vrate::Adaptive { .. }
+            )
+        })
+    }
+
+    /// How iocost ioshield turned on sets the disk's rate, if it holds the offender.
+    pub fn vrate(&self) -> Option<iocost::Vrate> {
+        self.iocost_model().map(|m| m.vrate)
+    }
+
+    /// Under a rate held on a disk not yet measured, the same restriction with the rate left
+    /// to the kernel's latency control (see [`iocost::Model::listening`]).
+    pub fn listening(mut self) -> Method {
+        let write = match &mut self {
+            Method::Cgroup(l) => &mut l.write,
+            Method::SystemdScope(l) => &mut l.write,
+            _ => return self,
+        };
+        if let WriteControl::Weight { model: Some(m), .. } = write {
+            *m = m.listening();
+        }
+        self
     }
 
     /// The range of rates the kernel's latency control may choose, under the rate control of
@@ -337,14 +361,14 @@ pub fn method_for(
 ///
 /// A disk whose speed is known (measured under a backlog, in an earlier run, or configured) gets
 /// a model of that speed with the rate pinned to it. One that is not (assumed, or only a lower
-/// bound) gets a model of the assumed slow disk whose rate the kernel's latency control moves,
-/// from the lower bound if there is one: a pinned model from a guess would hold a fast disk
-/// there, and raising it step by step to find the disk's speed overshot a slow one (6.12: a
-/// 0.95 s pause when the model went from 25 to 50 MB/s on the bed's disk), while `io.max` from
-/// the assumed speed until the disk was measured left the innocents 1-3 s pauses on 6.12
-/// (ext4's commit waits for the offender's held data; docs/bench/iocost-adaptive.md). The
-/// kernel may not raise the rate above the model (nor above a lower bound, once there is one)
-/// until the probe forces it up (`daemon::speed_probe`).
+/// bound) gets a model of the assumed slow disk with the rate held there, or at the lower bound
+/// if there is one, until the probe lets the disk show whether it has room and forces the rate
+/// up (`daemon::speed_probe`): a model pinned to a guess for good would hold a fast disk there,
+/// raising it step by step to find the disk's speed overshot a slow one (6.12: a 0.95 s pause
+/// when the model went from 25 to 50 MB/s on the bed's disk), and `io.max` from the assumed
+/// speed until the disk was measured left the innocents 1-3 s pauses on 6.12 (ext4's commit
+/// waits for the offender's held data; docs/bench/iocost-adaptive.md). Held, not under the
+/// kernel's latency control, for the latency targets' sake (see [`iocost::Vrate::Held`]).
 pub fn write_control(
     state: iocost::State,
     allowed: Iocost,
@@ -366,12 +390,7 @@ pub fn write_control(
             weight(Some(iocost::Model::pinned(estimate.bytes_per_sec as u64)))
         }
         _ if ours => {
-            let assumed = bandwidth::UNMEASURED as u64;
-            let model = iocost::Model::adaptive(
-                assumed,
-                iocost::ADAPTIVE_MIN_PCT,
-                iocost::ADAPTIVE_MAX_PCT,
-            );
+            let model = iocost::Model::held(bandwidth::UNMEASURED as u64);
             // A lower bound: the disk wrote at least that, steadily.
             weight(Some(if estimate.measured {
                 model.at_least(estimate.bytes_per_sec as u64)
@@ -507,21 +526,21 @@ mod tests {
             w(State::Unavailable, Iocost::Auto, true),
             WriteControl::Limit(22_500_000)
         );
-        // Before the disk's speed is known: the assumed slow disk's model, its rate left to
-        // the kernel's latency control (down to a quarter of it, up to the model).
+        // Before the disk's speed is known: the assumed slow disk's model, its rate held
+        // there.
         let assumed = Estimate {
             measured: false,
             capacity: false,
             ..Estimate::ASSUMED
         };
-        let adaptive = WriteControl::Weight {
+        let held = WriteControl::Weight {
             weight: 1,
-            model: Some(iocost::Model::adaptive(25_000_000, 25, 100)),
+            model: Some(iocost::Model::held(25_000_000)),
             fallback: 18_750_000,
         };
         assert_eq!(
             write_control(State::Off, Iocost::Auto, true, assumed, 18_750_000),
-            adaptive
+            held
         );
         assert_eq!(
             write_control(State::Foreign, Iocost::Auto, true, assumed, 18_750_000),
@@ -536,8 +555,8 @@ mod tests {
             write_control(State::Off, Iocost::Auto, false, assumed, 18_750_000),
             WriteControl::Limit(18_750_000)
         );
-        // A lower bound: the rate may not fall below it (a model of it, pinned, would hold
-        // every writer to it for good), and the cap moves up to it.
+        // A lower bound: the rate held there (a model of it, pinned, would hold every writer
+        // to it for good; held, the probe raises it).
         let floor = Estimate {
             capacity: false,
             ..MEASURED
@@ -546,13 +565,13 @@ mod tests {
             write_control(State::Off, Iocost::Auto, true, floor, 22_500_000),
             WriteControl::Weight {
                 weight: 1,
-                model: Some(iocost::Model::adaptive(25_000_000, 120, 120)),
+                model: Some(iocost::Model::held(25_000_000).at_least(30_000_000)),
                 fallback: 22_500_000,
             }
         );
         let m = Method::Cgroup(CgroupLimits {
             dev: disk().id,
-            write: adaptive,
+            write: held,
             memory_high: None,
         });
         // The estimate follows the disk under the rate control: not pinned.
@@ -560,31 +579,35 @@ mod tests {
         assert_eq!(m.write_limit(), Some(25_000_000));
         assert_eq!(
             m.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
-             latency control setting the rate between 6.2MB/s and 25.0MB/s)"
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the rate held at \
+             25.0MB/s)"
         );
-        // A lower bound before the probe: held there.
-        let floor_held = m.clone().with_write_limit(26_500_000);
-        assert_eq!(
-            floor_held.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
-             latency control setting the rate between 6.2MB/s and 26.5MB/s)"
-        );
+        // A lower bound raises the held rate; a write limit does not move it.
         let Method::Cgroup(CgroupLimits {
             write: WriteControl::Weight {
                 model: Some(model), ..
             },
             ..
-        }) = &floor_held
+        }) = &m
         else {
-            panic!("{floor_held:?}")
+            panic!("{m:?}")
         };
         assert_eq!(
             model.at_least(26_500_000).describe(show_wbps),
             "disk not measured: modelled at 25.0MB/s, the rate held at 26.5MB/s"
         );
+        assert_eq!(m.clone().with_write_limit(31_250_000), m);
+        // Listening: the kernel's latency control, down to a quarter, up to the held rate.
+        let listening = m.clone().listening();
+        assert!(listening.under_rate_control() && !listening.pins_disk());
+        assert_ne!(listening.vrate(), m.vrate());
+        assert_eq!(
+            listening.describe(),
+            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+             latency control setting the rate between 6.2MB/s and 25.0MB/s)"
+        );
         // The probe raises the highest rate.
-        let probed = m.clone().with_write_limit(31_250_000);
+        let probed = listening.clone().with_write_limit(31_250_000);
         assert_eq!(probed.write_limit(), Some(31_250_000));
         assert!(!probed.pins_disk());
         assert_eq!(
@@ -592,6 +615,7 @@ mod tests {
             "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
              latency control setting the rate between 6.2MB/s and 31.2MB/s)"
         );
+        let m = listening;
         // Lifted: as far as the kernel's rate control goes (100 times the model).
         assert_eq!(m.without_write_limit().write_limit(), Some(2_500_000_000));
 

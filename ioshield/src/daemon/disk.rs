@@ -202,9 +202,14 @@ impl DiskRuntime {
         ) else {
             return;
         };
-        // io.max, the rate control of a disk not yet measured, or a pinned model: each move
-        // between them is made at once.
-        let kind = |m: &Method| (m.uses_iocost(), m.pins_disk());
+        // io.max, a held rate or the rate control of a disk not yet measured, or a pinned
+        // model: each move between them is made at once.
+        let kind = |m: &Method| {
+            (
+                m.uses_iocost(),
+                m.vrate().map(|v| std::mem::discriminant(&v)),
+            )
+        };
         let same_kind = self.method.as_ref().map(kind) == Some(kind(&method));
         // A write limit follows a speed estimate that moves by itself: not for every 20%. The
         // rate control's range follows what the disk has shown, which only rises, and a cap 20%

@@ -471,12 +471,17 @@ impl Engine {
                     let (method, why) = match probed {
                         Some(probed) => probed,
                         None => {
-                            let now = if estimate.capacity {
-                                "now measures"
+                            let why = if estimate.capacity {
+                                format!("the disk now measures {}", show_rate(bw))
+                            } else if estimate.measured {
+                                format!("the disk is at least {}", show_rate(bw))
                             } else {
-                                "is at least"
+                                format!(
+                                    "the disk's speed is not measured: held at the assumed {}",
+                                    show_rate(bw)
+                                )
                             };
-                            (method, format!("the disk {now} {}", show_rate(bw)))
+                            (method, why)
                         }
                     };
                     rt.retune(disk, method, &why, &mut fx).await;
