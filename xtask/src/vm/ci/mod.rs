@@ -200,7 +200,7 @@ fn forced_by_room(run: &Path) -> Result<String> {
     let text = daemon_log(run)?;
     let Some(line) = text
         .lines()
-        .find(|l| l.contains("retune pid") && l.contains("room to spare"))
+        .find(|l| l.contains("retune pid") && l.contains("writes in flight: room to spare)"))
     else {
         let said: Vec<&str> = text
             .lines()
@@ -342,7 +342,17 @@ mod tests {
             memory.high=47M (the disk's speed is not measured after 10s: the rate held at 50.0 \
             MB/s at least (it wrote 27.6 MB/s with 0.12 writes in flight: room to spare), raised \
             every 5s until the disk shows its speed) pid=140 action=\"retune\"\n";
-        std::fs::write(&log, format!("{restrict}{retune}")).unwrap();
+        // The windows before a step and a step without room are no room.
+        let listen = "2026-11-25T12:00:07Z  INFO retune pid 140 on /dev/vda: io.weight=1 (the \
+            disk's speed is not known after 7s: its rate left to the kernel's latency control \
+            until 10s, to see whether the disk has room) pid=140 action=\"retune\"\n";
+        let none = "2026-11-25T12:00:10Z  INFO retune pid 140 on /dev/vda: io.weight=1 (the \
+            disk's speed is not measured after 10s: the rate held at 25.0 MB/s (it wrote 16.0 MB/s \
+            with 0.11 writes in flight: no room)) pid=140 action=\"retune\"\n";
+        std::fs::write(&log, format!("{restrict}{listen}{none}")).unwrap();
+        let e = super::forced_by_room(&dir).unwrap_err().to_string();
+        assert!(e.contains("no step with room to spare"), "{e}");
+        std::fs::write(&log, format!("{restrict}{listen}{none}{retune}")).unwrap();
         assert_eq!(
             super::forced_by_room(&dir).unwrap(),
             "not measured after 10s: the rate held at 50.0 MB/s at least (it wrote 27.6 MB/s \
