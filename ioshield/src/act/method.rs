@@ -211,14 +211,20 @@ impl Method {
 
     /// Under a rate held on a disk not yet measured, the same restriction with the rate left
     /// to the kernel's latency control (see [`iocost::Model::listening`]).
-    pub fn listening(mut self) -> Method {
+    pub fn listening(self) -> Method {
+        self.with_model(iocost::Model::listening)
+    }
+
+    /// The same restriction with `change` applied to the iocost model ioshield turned on for
+    /// it, if any.
+    fn with_model(mut self, change: impl FnOnce(iocost::Model) -> iocost::Model) -> Method {
         let write = match &mut self {
             Method::Cgroup(l) => &mut l.write,
             Method::SystemdScope(l) => &mut l.write,
             _ => return self,
         };
         if let WriteControl::Weight { model: Some(m), .. } = write {
-            *m = m.listening();
+            *m = change(*m);
         }
         self
     }
@@ -231,16 +237,8 @@ impl Method {
 
     /// Under the rate control of a disk not yet measured, the same restriction with the rate
     /// held at `wbps` at least; anything else as it is.
-    pub fn with_rate_at_least(mut self, wbps: u64) -> Method {
-        let write = match &mut self {
-            Method::Cgroup(l) => &mut l.write,
-            Method::SystemdScope(l) => &mut l.write,
-            _ => return self,
-        };
-        if let WriteControl::Weight { model: Some(m), .. } = write {
-            *m = m.at_least(wbps);
-        }
-        self
+    pub fn with_rate_at_least(self, wbps: u64) -> Method {
+        self.with_model(|m| m.at_least(wbps))
     }
 
     /// The same restriction with memory.high raised to `bytes` where it is lower (off stays
