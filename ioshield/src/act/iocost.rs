@@ -265,13 +265,12 @@ fn is_ours(qos: &str) -> bool {
             .and_then(|v| v.strip_suffix(".00"))
             .is_some_and(|v| v.parse::<u32>().is_ok())
     };
-    line == QOS
-        || line
-            .strip_prefix(ADAPTIVE_QOS)
-            .or_else(|| line.strip_prefix(HELD_QOS))
-            .and_then(|rest| rest.strip_prefix(' '))
-            .and_then(|rest| rest.split_once(' '))
-            .is_some_and(|(min, max)| percent(min, "min=") && percent(max, "max="))
+    // The pinned line is the held one at 100%.
+    line.strip_prefix(ADAPTIVE_QOS)
+        .or_else(|| line.strip_prefix(HELD_QOS))
+        .and_then(|rest| rest.strip_prefix(' '))
+        .and_then(|rest| rest.split_once(' '))
+        .is_some_and(|(min, max)| percent(min, "min=") && percent(max, "max="))
 }
 
 impl Actuator {

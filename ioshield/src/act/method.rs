@@ -188,20 +188,17 @@ impl Method {
     /// disk's rate (not the rate control of a disk not yet measured, which lets it show its
     /// speed).
     pub fn pins_disk(&self) -> bool {
-        self.iocost_model()
-            .is_some_and(|m| m.vrate == iocost::Vrate::Pinned)
+        self.vrate() == Some(iocost::Vrate::Pinned)
     }
 
     /// Whether the offender is held under iocost ioshield turned on for a disk it has not
     /// measured (the assumed slow disk's model, the rate held there or left to the kernel's
     /// latency control).
     pub fn under_rate_control(&self) -> bool {
-        self.iocost_model().is_some_and(|m| {
-            matches!(
-                m.vrate,
-                iocost::Vrate::Held { .. } | iocost::Vrate::Adaptive { .. }
-            )
-        })
+        matches!(
+            self.vrate(),
+            Some(iocost::Vrate::Held { .. } | iocost::Vrate::Adaptive { .. })
+        )
     }
 
     /// How iocost ioshield turned on sets the disk's rate, if it holds the offender.

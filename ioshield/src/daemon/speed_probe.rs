@@ -46,8 +46,9 @@ const MOST: f64 = 2.0;
 /// times (busy speeds of 39-56 MB/s at the assumed 25 MB/s, 12 steps over 5 benches) and its
 /// 80-100 MB/s fast disk about 2 times (167-284 MB/s): with 0.8, 6.12's 30 MB/s disk showed
 /// "room" at 15 s in 2 of 2 runs, was forced to 35-39 MB/s and paused the committing load
-/// 1.0-2.2 s; with a half, no step on that disk shows room and the fast disk still does at the
-/// first or second step (docs/bench/speed-probe.md, stop 27).
+/// 1.0-2.2 s; with a half none of those 12 steps would have, and every fast-disk one does. The
+/// windows before the first steps ([`LISTEN`]) queue less: one on the 30 MB/s disk showed 0.20
+/// writes in flight at 17.1 MB/s, a busy speed of 85 MB/s (docs/bench/speed-probe.md, stop 27).
 const ROOM_MARGIN: f64 = 0.5;
 /// A step shows room only when the disk completed at least this share of what it was let
 /// write: a writer that did not use its rate says nothing of the disk.
@@ -63,9 +64,12 @@ const ROOM_MARGIN: f64 = 0.5;
 const ROOM_BUSY: f64 = 0.7;
 /// The same share for a window before the rate is forced, of the rate it was held at. On the
 /// 6.12 bed the held writer completed 17-21 MB/s of the held 25 MB/s in the windows of the
-/// 150 MB/s disk, around [`ROOM_BUSY`] of it: room showed in 3 of 5 runs (bench-b4-150,
-/// bench-b6-150, vm ci). A step from a window goes at most to [`MOST`] times the held rate, and
-/// the 30 MB/s disk's windows show no room whatever they complete: its busy speed is too low.
+/// 150 MB/s disk, around [`ROOM_BUSY`] of it: with 0.7 room showed in 3 of 5 runs
+/// (bench-b4-150, bench-b6-150, vm ci), and the corrected vm ci check would fail about half the
+/// time. The price: one window on the 30 MB/s disk completed 17.1 MB/s with 0.20 writes in
+/// flight, which 0.7 refused and 0.6 takes for room (forced to 43 MB/s, commit paused 0.75 s
+/// until the disk was measured 3.6 s later; bench-head-30, 1 run of 2). A step from a window
+/// goes at most to [`MOST`] times the held rate.
 const LISTENED_BUSY: f64 = 0.6;
 /// How long before a step that may show room the rate is handed to the kernel's latency
 /// control (`Method::listening`): under the held rate's 10 ms slices every disk completes the
@@ -109,9 +113,9 @@ struct Window {
 }
 
 impl Window {
-    /// The rate the disk showed room for, if it completed at least [`ROOM_BUSY`] of `top`
-    /// (the fastest it was let write) with time to spare: at most [`MOST`] times `top`, and
-    /// `None` under a quarter more (no room).
+    /// The rate the disk showed room for, if it completed at least `busy_share` of `top` (the
+    /// fastest it was let write) with time to spare: at most [`MOST`] times `top`, and `None`
+    /// under a quarter more (no room).
     fn room(&self, top: f64, busy_share: f64) -> Option<f64> {
         if self.seconds < ROOM_SECONDS || top <= 0.0 {
             return None;
@@ -138,8 +142,6 @@ pub struct SpeedProbe {
     forced: Option<u64>,
     /// How long the restriction had held at the last step.
     stepped: Option<Duration>,
-    /// Whether the disk showed room to spare at a step: quarter steps need not wait then.
-    roomy: bool,
     /// What the last step saw, for the log.
     seen: String,
     /// Steps taken.
@@ -228,6 +230,8 @@ impl SpeedProbe {
             Some(m) => method.with_memory_high_at_least(m),
             None => method,
         };
+        // The forced rate keeps the rate control's latency targets, with which its steps were
+        // measured (stops 25-26).
         Some((method.listening().with_rate_at_least(forced), why))
     }
 
@@ -274,11 +278,12 @@ impl SpeedProbe {
         };
         let next = match window.room(top, busy_share).filter(|_| judged) {
             Some(next) => {
-                self.roomy = true;
                 self.seen = format!("{seen}: room to spare");
                 Some(next)
             }
-            None if self.roomy || held >= RATE_FORCE_AFTER => {
+            // Forced before 30 s only by room: a disk that had room once goes on a quarter at a
+            // time without waiting for 30 s.
+            None if self.forced.is_some() || held >= RATE_FORCE_AFTER => {
                 self.seen = format!("{seen}: a quarter more");
                 Some(QUARTER * top)
             }

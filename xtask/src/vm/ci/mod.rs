@@ -125,9 +125,10 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             );
             // A disk never measured and five times faster than assumed: the speed probe forces
             // the rate up because the disk keeps up with room to spare, instead of holding the
-            // writer at the assumed 25 MB/s (docs/bench/speed-probe.md). The writer runs 29 s
-            // so that the steps at 10, 15 and 20 s fall inside it (6.12's held writer sometimes
-            // shows room only at the second).
+            // writer at the assumed 25 MB/s (docs/bench/speed-probe.md). Room can show only at
+            // the steps at 10 and 15 s, each after its window; the writer runs 29 s so that the
+            // forced steps after them are logged too (6.12's held writer sometimes shows room
+            // only at the second).
             let fast = stall_at(
                 "ioshield-fast",
                 "ioshield",
