@@ -25,9 +25,17 @@ pub struct Plan {
     pub disk_bps: u64,
 }
 
-/// A scenario as a file name: `ioshield:limit = 0.8` -> `ioshield_limit___0.8`.
+/// The longest slug: a run's directory and its timeline (`timeline-SLUG-6.12.png`) must stay
+/// under the 255 bytes a file name may have. A scenario that presets iocost spells out its model
+/// and qos lines (about 260 characters), and drawing its timeline failed with "File name too
+/// long" after every run had finished.
+const SLUG_MAX: usize = 100;
+
+/// A scenario as a file name: `ioshield:limit = 0.8` -> `ioshield_limit___0.8`. A longer one
+/// keeps its start and ends with a hash of the whole, so that two scenarios differing only at
+/// the end do not share a directory.
 pub fn slug(scenario: &str) -> String {
-    scenario
+    let full: String = scenario
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
@@ -36,7 +44,16 @@ pub fn slug(scenario: &str) -> String {
                 '_'
             }
         })
-        .collect()
+        .collect();
+    if full.len() <= SLUG_MAX {
+        return full;
+    }
+    // FNV-1a: stable across builds and runs, unlike std's hasher, so `--report-only` finds the
+    // directories a bench wrote earlier.
+    let hash = scenario.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{}-{hash:016x}", &full[..SLUG_MAX - 17])
 }
 
 /// `ioshield:limit = 0.8` -> (`ioshield`, Some(`limit = 0.8`)).
@@ -208,6 +225,28 @@ fn variant_env(lines: &str) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_scenario_makes_a_short_distinct_file_name() {
+        assert_eq!(super::slug("ioshield:limit = 0.8"), "ioshield_limit___0.8");
+        let preset = |pct: u32| {
+            format!(
+                "ioshield:bandwidth = \"10MB/s\";iocost.model = ctrl=user model=linear \
+                 rbps=1000000000 rseqiops=100000 rrandiops=100000 wbps=10000000 wseqiops=2441 \
+                 wrandiops=2441;iocost.qos = enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 \
+                 wlat=5000 min={pct}.00 max={pct}.00"
+            )
+        };
+        let (a, b) = (super::slug(&preset(100)), super::slug(&preset(75)));
+        assert_eq!(a.len(), super::SLUG_MAX);
+        assert!(
+            a.starts_with("ioshield_bandwidth____10MB_s__iocost.model"),
+            "{a}"
+        );
+        assert_ne!(a, b);
+        assert_eq!(a, super::slug(&preset(100)));
+        assert!(format!("timeline-{a}-6.12.png").len() < 255);
+    }
+
     #[test]
     fn variant_lines_go_to_the_daemon_the_bdi_iocost_or_the_disks_speed() {
         assert_eq!(

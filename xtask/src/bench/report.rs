@@ -148,14 +148,19 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
     let _ = writeln!(md, "## {kernel}, the daemon\n");
     let _ = writeln!(
         md,
-        "| scenario | detection latency s | restricts per run | disk measured s after the first restriction | daemon CPU % | daemon RSS MiB |"
+        "| scenario | detection latency s | restricts per run | disk measured s after the first restriction | daemon CPU % | daemon RSS MiB | peak RSS MiB |"
     );
-    let _ = writeln!(md, "|---|---|---|---|---|---|");
+    let _ = writeln!(md, "|---|---|---|---|---|---|---|");
     for scenario in plan.scenarios.iter().filter(|s| s.starts_with("ioshield")) {
         let mine: Vec<&&Run> = daemon_runs
             .iter()
             .filter(|r| r.scenario == *scenario)
             .collect();
+        let mib = |field: fn(&Run) -> Option<u64>| -> Vec<f64> {
+            mine.iter()
+                .filter_map(|r| field(r).map(|b| b as f64))
+                .collect()
+        };
         let show = |v: Vec<f64>, scale: f64, dec: usize| {
             summarize(&v).map_or("-".into(), |s| s.show(scale, dec))
         };
@@ -172,7 +177,7 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
         );
         let _ = writeln!(
             md,
-            "| {scenario} | {} | {} | {measured} | {} | {} |",
+            "| {scenario} | {} | {} | {measured} | {} | {} | {} |",
             show(
                 mine.iter().filter_map(|r| r.detect_latency_s).collect(),
                 1.0,
@@ -184,13 +189,8 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
                 1.0,
                 1
             ),
-            show(
-                mine.iter()
-                    .filter_map(|r| r.daemon_rss_bytes.map(|b| b as f64))
-                    .collect(),
-                1.0 / (1024.0 * 1024.0),
-                1
-            ),
+            show(mib(|r| r.daemon_rss_bytes), 1.0 / (1024.0 * 1024.0), 1),
+            show(mib(|r| r.daemon_rss_peak_bytes), 1.0 / (1024.0 * 1024.0), 1),
         );
     }
     md.push('\n');
@@ -244,6 +244,7 @@ pub fn json(runs: &[Run]) -> Result<String> {
                 row["detect_latency_s"] = json!(r.detect_latency_s);
                 row["daemon_cpu_percent"] = json!(r.daemon_cpu_percent);
                 row["daemon_rss_bytes"] = json!(r.daemon_rss_bytes);
+                row["daemon_rss_peak_bytes"] = json!(r.daemon_rss_peak_bytes);
             }
             rows.push(row);
         }

@@ -39,7 +39,10 @@ pub struct Run {
     /// Offender's first write to the daemon's first `restrict` line.
     pub detect_latency_s: Option<f64>,
     pub daemon_cpu_percent: Option<f64>,
+    /// The daemon's largest RSS once it has run [`RSS_SETTLE_S`].
     pub daemon_rss_bytes: Option<u64>,
+    /// Its largest RSS at all, its start included.
+    pub daemon_rss_peak_bytes: Option<u64>,
     pub timeline: Vec<Sample>,
     /// The offender's first and last write, seconds since the run's start.
     pub offender: Option<(f64, f64)>,
@@ -135,7 +138,8 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
         loads,
         detect_latency_s,
         daemon_cpu_percent: cpu,
-        daemon_rss_bytes: rss,
+        daemon_rss_bytes: rss.settled,
+        daemon_rss_peak_bytes: rss.peak,
         timeline,
         offender: offender_span,
         offender_bytes_per_sec: offender.as_ref().map(|o| o.bytes_per_sec),
@@ -235,17 +239,30 @@ pub fn rfc3339_seconds(s: &str) -> Option<f64> {
     Some((days * 86_400 + h * 3600 + mi * 60) as f64 + sec)
 }
 
-/// The vmstat series, and the daemon's CPU (average over the run) and peak RSS.
-fn timeline(dir: &Path, t0: f64) -> (Vec<Sample>, Option<f64>, Option<u64>) {
+/// Seconds after its first sample from which the daemon's RSS counts as settled: in its first
+/// second it parses the kernel's BTF and loads its BPF object, and a sample that falls there
+/// reads 24-34 MiB against 13-15 MiB afterwards (6.12 bed, docs/bench/stick.md). A table
+/// that took the largest sample showed whichever run's sampler happened to hit that second.
+const RSS_SETTLE_S: f64 = 2.0;
+
+/// The daemon's RSS over a run, in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Rss {
+    settled: Option<u64>,
+    peak: Option<u64>,
+}
+
+/// The vmstat series, and the daemon's CPU (average over the run) and RSS.
+fn timeline(dir: &Path, t0: f64) -> (Vec<Sample>, Option<f64>, Rss) {
     let Ok(text) = fs::read_to_string(dir.join("timeline.txt")) else {
-        return (Vec::new(), None, None);
+        return (Vec::new(), None, Rss::default());
     };
     const PAGE_MB: f64 = 4096.0 / 1e6;
     // /proc/PID/stat counts in USER_HZ, 100 on every Linux architecture ioshield supports.
     const TICKS_PER_S: f64 = 100.0;
     let mut samples = Vec::new();
     let mut ticks: Vec<(f64, f64)> = Vec::new();
-    let mut rss_kb: Option<u64> = None;
+    let mut rss_kb: Vec<(f64, u64)> = Vec::new();
     for line in text.lines() {
         let f: Vec<&str> = line.split_whitespace().collect();
         let [up, dirty, wb, rest @ ..] = f.as_slice() else {
@@ -266,7 +283,7 @@ fn timeline(dir: &Path, t0: f64) -> (Vec<Sample>, Option<f64>, Option<u64>) {
                 ticks.push((up, tk));
             }
             if let Ok(kb) = rss.parse::<u64>() {
-                rss_kb = Some(rss_kb.map_or(kb, |m| m.max(kb)));
+                rss_kb.push((up, kb));
             }
         }
     }
@@ -274,7 +291,20 @@ fn timeline(dir: &Path, t0: f64) -> (Vec<Sample>, Option<f64>, Option<u64>) {
         (Some(a), Some(b)) if b.0 > a.0 => Some((b.1 - a.1) / TICKS_PER_S / (b.0 - a.0) * 100.0),
         _ => None,
     };
-    (samples, cpu, rss_kb.map(|kb| kb * 1024))
+    let largest = |from: f64| {
+        rss_kb
+            .iter()
+            .filter(|(up, _)| *up >= from)
+            .map(|(_, kb)| kb * 1024)
+            .max()
+    };
+    let rss = Rss {
+        settled: rss_kb
+            .first()
+            .and_then(|(start, _)| largest(start + RSS_SETTLE_S)),
+        peak: largest(f64::NEG_INFINITY),
+    };
+    (samples, cpu, rss)
 }
 
 /// `bpf-stats.txt`: one line per program, `key: value` pairs from fdinfo.
@@ -305,6 +335,31 @@ fn bpf_stats(dir: &Path) -> Vec<BpfProgram> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_daemons_rss_after_its_start_and_at_its_peak() {
+        let dir = std::env::temp_dir().join(format!("ioshield-rss-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        // uptime, nr_dirty, nr_writeback, daemon ticks, daemon RSS KiB ("-" before it runs).
+        fs::write(
+            dir.join("timeline.txt"),
+            "46.2 10 0 - -\n46.75 10 0 12 33728\n47.3 10 0 20 13816\n\
+             48.8 10 0 25 14020\n49.3 10 0 30 13900\n",
+        )
+        .unwrap();
+        let (samples, cpu, rss) = timeline(&dir, 46.0);
+        fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(samples.len(), 5);
+        assert!(cpu.is_some_and(|c| c > 0.0));
+        assert_eq!(
+            rss,
+            Rss {
+                // 48.8 s is the first sample 2 s after the daemon's first (46.75 s).
+                settled: Some(14020 * 1024),
+                peak: Some(33728 * 1024),
+            }
+        );
+    }
 
     #[test]
     fn nearest_rank_percentiles() {
