@@ -150,6 +150,12 @@ if [ -n "${ACTION:-}" ]; then
         echo "stall: ioshield daemon exited early: $(head -n 1 "$RESULTS/daemon.log" | cut -c1-200)"
         exit 3
     fi
+    # Before any writer: the cgroup set-up a restriction needs is made at start, not while the
+    # first offender goes on dirtying pages (checked by `xtask vm ci`).
+    {
+        echo "root: $(cat "$CG/cgroup.subtree_control")"
+        [ -d "$CG/ioshield" ] && echo "ioshield: $(cat "$CG/ioshield/cgroup.subtree_control")"
+    } > "$RESULTS/cgroup-at-start.txt"
 fi
 
 if [ "${TIMELINE:-0}" = 1 ]; then

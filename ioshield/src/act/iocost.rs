@@ -277,6 +277,36 @@ impl Actuator {
     /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
     /// ioshield turned on. The disk's settings are journaled before the first write. Returns
     /// false, and changes nothing, when iocost on the disk is someone else's.
+    /// Sets iocost up on `dev` before a restriction needs it, while the disk has little in
+    /// flight: the kernel sets it up at the first write of a disk's `io.cost.*`, freezing the
+    /// disk's queue (every writer on it waits) once more than a later write does, and at the
+    /// first restriction that came while the offender's first pages were being written.
+    /// Nothing changes: iocost stays off, with the kernel's automatic model, which is what a
+    /// release puts back on a disk it had not been set up for ([`restoring_model`]); the
+    /// kernel has no way to take the set-up back, and nothing to take back.
+    pub fn prepare_iocost(&mut self, dev: DevId) {
+        let fs = self
+            .cgroupfs
+            .clone()
+            .or_else(|| self.systemd.as_ref().map(|s| s.hierarchy()));
+        let Some(fs) = fs else {
+            return;
+        };
+        match cgroups::iocost_lines(&fs.root, dev) {
+            Some(lines) if lines.model.is_none() && lines.qos.is_none() => {
+                let line = format!("{dev} {}", restoring_model(None));
+                match fs.write_file(std::path::Path::new("/"), "io.cost.model", &line) {
+                    Ok(()) => tracing::info!(
+                        "{dev}: iocost set up, off, with the kernel's automatic model, ahead of \
+                         a restriction there"
+                    ),
+                    Err(e) => tracing::debug!("{dev}: setting iocost up: {e}"),
+                }
+            }
+            _ => {}
+        }
+    }
+
     pub(super) fn set_iocost(
         &mut self,
         fs: &Cgroupfs,
@@ -327,10 +357,12 @@ impl Actuator {
             "io.cost.model",
             &format!("{device} {}", model_line(model.wbps)),
         )?;
+        self.stopwatch.lap("iocost model");
         // Also from the assumed speed's rate control to the measured speed's pinned rate.
         let qos = model.qos_line();
         if before.qos.as_deref() != Some(qos.as_str()) {
             fs.write_file(root, "io.cost.qos", &format!("{device} {qos}"))?;
+            self.stopwatch.lap("iocost qos");
         }
         Ok(true)
     }
@@ -712,6 +744,26 @@ mod tests {
         assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
         assert!(actuator.journal.changes().is_empty());
         assert_eq!(actuator.lingering.len(), 0);
+    }
+
+    /// Set up ahead, a disk's iocost is off with the kernel's automatic model, nothing is
+    /// journaled, and a disk with lines of its own (someone's, or set up already) is left as is.
+    #[test]
+    fn iocost_is_set_up_off_ahead_of_a_restriction() {
+        let (_dir, mut actuator, dev, root, _fs) = bed();
+        let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
+        actuator.prepare_iocost(dev);
+        assert_eq!(model(), "254:16 ctrl=auto");
+        assert!(actuator.journal.changes().is_empty());
+        let foreign = "254:16 ctrl=user model=linear rbps=1 rseqiops=1 rrandiops=1 wbps=1 \
+                       wseqiops=1 wrandiops=1";
+        std::fs::write(root.join("io.cost.model"), foreign).unwrap();
+        actuator.prepare_iocost(dev);
+        assert_eq!(model(), foreign);
+        std::fs::write(root.join("io.cost.model"), "").unwrap();
+        std::fs::write(root.join("io.cost.qos"), "254:16 enable=1 ctrl=user").unwrap();
+        actuator.prepare_iocost(dev);
+        assert_eq!(model(), "");
     }
 
     #[test]

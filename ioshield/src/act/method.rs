@@ -184,6 +184,12 @@ impl Method {
         }
     }
 
+    /// Whether restricting this way turns iocost on for the disk (where it is not someone
+    /// else's).
+    pub fn turns_iocost_on(&self) -> bool {
+        self.iocost_model().is_some()
+    }
+
     /// Whether the offender is held under iocost ioshield turned on, whose model pins the
     /// disk's rate (not the rate control of a disk not yet measured, which lets it show its
     /// speed).

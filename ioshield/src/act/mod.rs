@@ -10,6 +10,7 @@ pub mod ioprio;
 pub mod method;
 mod pending;
 pub mod placement;
+pub mod stopwatch;
 pub mod systemd;
 mod undo;
 mod units;
@@ -27,6 +28,7 @@ use crate::{
 };
 use cgroup::Cgroupfs;
 pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits, WriteControl};
+use stopwatch::Stopwatch;
 use systemd::Systemd;
 
 /// Restriction id 0 holds the shared set-up (ioshield's parent cgroup, enabled controllers),
@@ -40,6 +42,8 @@ pub struct Restricted {
     /// Where the limits live, as a person would look it up: the systemd unit (the offender's own,
     /// or the scope split off it) or ioshield's cgroup; `None` for per-thread I/O priorities.
     pub place: Option<String>,
+    /// How long making it took, step by step.
+    pub took: Stopwatch,
 }
 
 /// What undoing a restriction found.
@@ -104,6 +108,8 @@ pub struct Actuator {
     /// Disks whose iocost outlives the restriction that turned it on, and since when
     /// (`iocost::LINGER_MAX`).
     lingering: HashMap<String, std::time::Instant>,
+    /// The steps of the restriction being made.
+    stopwatch: Stopwatch,
 }
 
 impl Actuator {
@@ -120,6 +126,7 @@ impl Actuator {
                 .map_or(0, |d| d.as_secs()),
             bdi_root: PathBuf::from(crate::system::bdi::SYSFS),
             lingering: HashMap::new(),
+            stopwatch: Stopwatch::start(),
         }
     }
 
@@ -153,6 +160,7 @@ impl Actuator {
     ) -> Result<Restricted> {
         let id = self.next_id;
         self.next_id += 1;
+        self.stopwatch = Stopwatch::start();
         let mut active = Active {
             method: method.clone(),
             home: None,
@@ -165,7 +173,10 @@ impl Actuator {
         let mut how = method.describe();
         match method {
             Method::DryRun => {}
-            Method::Ioprio => self.demote_all(id, root, members, &mut active)?,
+            Method::Ioprio => {
+                self.demote_all(id, root, members, &mut active)?;
+                self.stopwatch.lap("ioprio");
+            }
             Method::Cgroup(limits) => {
                 let fs = self
                     .cgroupfs
@@ -173,15 +184,19 @@ impl Actuator {
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 active.home = cgroups::of_process(root);
                 let cg = self.create_cgroup(&fs, id, root, limits)?;
+                self.stopwatch.lap("cgroup");
                 for &pid in members {
                     self.move_into(&fs, id, pid, &cg)?;
                 }
-                // iocost last: turning it on freezes the disk's request queue until the writes
-                // in flight complete (0.1-0.2 s on a flooded disk in the bench), and memory.high
-                // holds the writer from the move on.
+                self.stopwatch.lap("move");
+                // iocost last: each write of io.cost.* freezes the disk's request queue until
+                // the writes in flight complete (6.12: 33-84 ms each in the 10 MB/s bench, two
+                // writes to turn it on), and memory.high holds the writer from the move on.
                 let held = self.hold_by(&fs, id, limits);
+                self.stopwatch.lap("iocost");
                 if held != *limits {
-                    cgroup_moves::write_limits(&fs, &cg, &held)?;
+                    cgroup_moves::write_limits(&fs, &cg, &held, cgroup_moves::Io::Set)?;
+                    self.stopwatch.lap("limits");
                 }
                 active.method = Method::Cgroup(held);
                 how = active.method.describe();
@@ -200,6 +215,7 @@ impl Actuator {
                         // What remains when the subtree is not ours to move or limit.
                         active.method = Method::Ioprio;
                         self.demote_all(id, root, members, &mut active)?;
+                        self.stopwatch.lap("ioprio");
                         how = format!("{} instead: {why}", Method::Ioprio.describe());
                     }
                 }
@@ -210,7 +226,12 @@ impl Actuator {
             .clone()
             .or_else(|| active.cgroup.as_ref().map(|c| c.display().to_string()));
         self.active.insert(id, active);
-        Ok(Restricted { id, how, place })
+        Ok(Restricted {
+            id,
+            how,
+            place,
+            took: self.stopwatch.clone(),
+        })
     }
 
     /// Whether restriction `id` holds its disk under iocost ioshield turned on (its model pins
@@ -344,7 +365,7 @@ impl Actuator {
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 *l = self.hold_by(&fs, id, l);
-                cgroup_moves::write_limits(&fs, &cg, l)?;
+                cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
                 let systemd = self

@@ -76,7 +76,9 @@ impl Actuator {
         match placement {
             Placement::InPlace { unit, user } => {
                 self.limit_in_place(id, user, &unit, &limits).await?;
+                self.stopwatch.lap("unit");
                 let limits = self.hold_unit(id, user, &unit, limits).await?;
+                self.stopwatch.lap("iocost");
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()
@@ -87,7 +89,9 @@ impl Actuator {
                 let scope = self
                     .start_scope(id, user, root, members, &limits, &slice, &unit)
                     .await?;
+                self.stopwatch.lap("scope");
                 let limits = self.hold_unit(id, user, &scope, limits).await?;
+                self.stopwatch.lap("iocost");
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()

@@ -120,9 +120,14 @@ impl DiskRuntime {
         fx.metrics
             .action("restrict", method.label(), result.is_ok());
         match result {
-            Ok(Restricted { id, how, place }) => {
+            Ok(Restricted {
+                id,
+                how,
+                place,
+                took,
+            }) => {
                 let message = format!(
-                    "{verb} pid {} ({comm}) {why}: {how} ({} processes)",
+                    "{verb} pid {} ({comm}) {why}: {how} ({} processes, in {took})",
                     offender.pid,
                     members.len()
                 );

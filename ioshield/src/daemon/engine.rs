@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     act::{Actuator, CgroupAction, Method, method::method_for},
-    config::{Bandwidth, Config, DevicePolicy, MaxDirty},
+    config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
         eligibility::Eligibility,
@@ -112,6 +112,12 @@ impl Engine {
 
     pub fn tick(&self) -> Duration {
         self.config.daemon.tick
+    }
+
+    /// Where ioshield writes cgroupfs itself and a disk's policy may restrict by cgroup:
+    /// whether its restrictions need the memory controller too (some policy sets memory.high).
+    pub fn cgroup_setup(&self) -> Option<bool> {
+        cgroup_setup(&self.config, &self.cgroup_action)
     }
 
     pub fn announce(&self) {
@@ -338,6 +344,13 @@ impl Engine {
         self.know(disk);
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
+        if !self.disks.contains_key(disk)
+            && method_for(disk, &policy, estimate, &self.cgroup_action)
+                .0
+                .turns_iocost_on()
+        {
+            actuator.prepare_iocost(disk.id);
+        }
         let rt = self.disks.entry(disk.clone()).or_default();
         // The measured speed moves with every backlog: say when it changed a lot, but
         // at most once a minute (each decision line shows the value used anyway).
@@ -707,5 +720,52 @@ impl Engine {
 
     pub fn metrics_config(&self) -> &crate::config::Metrics {
         &self.config.metrics
+    }
+}
+
+fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Option<bool> {
+    let Ok(CgroupAction::Cgroupfs(_)) = action else {
+        return None;
+    };
+    let by_cgroup: Vec<&DevicePolicy> = std::iter::once(&config.default_device)
+        .chain(config.devices.iter().map(|(_, p)| p))
+        .filter(|p| matches!(p.action, ActionKind::Cgroup | ActionKind::Auto))
+        .collect();
+    if by_cgroup.is_empty() {
+        return None;
+    }
+    Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::act::cgroup::Cgroupfs;
+
+    /// The shipped configuration on a host without systemd sets up io and memory at start;
+    /// memory only where some disk's policy uses memory.high; nothing where no disk is
+    /// restricted by cgroup, nor on a systemd host (systemd makes the units).
+    #[test]
+    fn what_is_set_up_at_start() {
+        let fs = Cgroupfs {
+            root: "/sys/fs/cgroup".into(),
+        };
+        let direct = Ok(CgroupAction::Cgroupfs(fs.clone()));
+        let dir = tempfile::tempdir().unwrap();
+        let config = |text: &str| {
+            let path = dir.path().join("ioshield.toml");
+            std::fs::write(&path, text).unwrap();
+            Config::load(Some(&path)).unwrap()
+        };
+        assert_eq!(cgroup_setup(&config(""), &direct), Some(true));
+        let no_memory = config("[device.default]\nmemory_high = \"off\"\n");
+        assert_eq!(cgroup_setup(&no_memory, &direct), Some(false));
+        let one_disk = config("[daemon]\naction = \"ioprio\"\n[device.vdb]\naction = \"cgroup\"\n");
+        assert_eq!(cgroup_setup(&one_disk, &direct), Some(true));
+        let ioprio = config("[daemon]\naction = \"ioprio\"\n");
+        assert_eq!(cgroup_setup(&ioprio, &direct), None);
+        let systemd = Ok(CgroupAction::Systemd(fs));
+        assert_eq!(cgroup_setup(&config(""), &systemd), None);
+        assert_eq!(cgroup_setup(&config(""), &Err("no cgroup v2".into())), None);
     }
 }

@@ -65,6 +65,12 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     unsafe { libc::malloc_trim(0) };
     let mut tree = ProcessTree::scan(Box::new(Procfs));
     let mut engine = Engine::new(config, &tree, cgroup_action);
+    if let Some(memory) = engine.cgroup_setup()
+        && let Err(e) = actuator.prepare_cgroups(memory)
+    {
+        // Made again at the first restriction, which fails with its own reason if this does.
+        tracing::warn!("preparing ioshield's cgroup: {e:#}");
+    }
     tracing::info!(features = ?probe.features(), "probes attached");
     engine.announce();
     let features = serde_json::to_value(probe.features())?;

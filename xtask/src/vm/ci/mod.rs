@@ -123,6 +123,13 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield-auto iocost",
                 held_by_iocost(&dir.join("ioshield-auto"), "disk not measured"),
             );
+            // The cgroup set-up a restriction needs was there before the first writer: made
+            // at the first restriction it took 28-76 ms while the offender went on dirtying.
+            report(
+                series,
+                "ioshield set-up at start",
+                set_up_at_start(&dir.join("ioshield")),
+            );
             // A disk never measured and five times faster than assumed: the speed probe forces
             // the rate up because the disk keeps up with room to spare, instead of holding the
             // writer at the assumed 25 MB/s (docs/bench/speed-probe.md). Room can show only at
@@ -231,6 +238,41 @@ fn held_by_iocost(run: &Path, model: &str) -> Result<String> {
     }
     let at = restrict.find("io.weight").unwrap_or(0);
     Ok(restrict[at..].to_string())
+}
+
+/// Before any writer, ioshield's parent cgroup existed with `io` and `memory` enabled down to
+/// it (stall.sh's `cgroup-at-start.txt`).
+fn set_up_at_start(run: &Path) -> Result<String> {
+    let path = run.join("results/cgroup-at-start.txt");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let enabled = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .is_some_and(|c| {
+                let c: Vec<&str> = c.split_whitespace().collect();
+                c.contains(&"io") && c.contains(&"memory")
+            })
+    };
+    if !enabled("root:") || !enabled("ioshield:") {
+        bail!(
+            "not set up before the first writer: {}",
+            text.lines().collect::<Vec<_>>().join("; ")
+        );
+    }
+    // And iocost set up (off) on the disk before the first restriction turned it on.
+    let log = daemon_log(run)?;
+    let first = |what: &str| log.lines().position(|l| l.contains(what));
+    match (first("iocost set up, off"), first("restrict pid")) {
+        (Some(set_up), Some(restrict)) if set_up < restrict => {}
+        (set_up, restrict) => bail!(
+            "iocost not set up before the first restriction (set up at line {set_up:?}, first \
+             restriction at line {restrict:?} of the daemon's log)"
+        ),
+    }
+    Ok(format!(
+        "{}; iocost set up before the first restriction",
+        text.lines().collect::<Vec<_>>().join("; ")
+    ))
 }
 
 /// Longest pause of each innocent load, in seconds.
@@ -365,6 +407,40 @@ mod tests {
             e.contains("no step with room to spare") && e.contains("restrict pid 140"),
             "{e}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_set_up_check_wants_io_and_memory_down_to_the_parent() {
+        let dir = std::env::temp_dir().join(format!("ioshield-setup-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let file = dir.join("results/cgroup-at-start.txt");
+        let log = dir.join("results/daemon.log");
+        std::fs::write(
+            &file,
+            "root: cpuset cpu io memory pids\nioshield: io memory\n",
+        )
+        .unwrap();
+        let set_up = "2026-11-25T12:00:01Z  INFO 254:0: iocost set up, off, with the kernel's \
+            automatic model, ahead of a restriction there\n";
+        let restrict = "2026-11-25T12:00:05Z  INFO restrict pid 140 (cp) dirtied 6.3 MB\n";
+        std::fs::write(&log, format!("{set_up}{restrict}")).unwrap();
+        assert!(super::set_up_at_start(&dir).is_ok());
+        std::fs::write(&log, format!("{restrict}{set_up}")).unwrap();
+        let e = super::set_up_at_start(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("iocost not set up before the first restriction"),
+            "{e}"
+        );
+        std::fs::write(&log, format!("{set_up}{restrict}")).unwrap();
+        std::fs::write(&file, "root: cpuset cpu pids\n").unwrap();
+        let e = super::set_up_at_start(&dir).unwrap_err().to_string();
+        assert!(
+            e.contains("not set up before the first writer: root: cpuset"),
+            "{e}"
+        );
+        std::fs::write(&file, "root: io memory\nioshield: io\n").unwrap();
+        assert!(super::set_up_at_start(&dir).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
