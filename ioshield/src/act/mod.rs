@@ -344,6 +344,8 @@ impl Actuator {
     /// like any change. Returns the limits now in place, if anything was changed (they differ
     /// from `method` where iocost could not be turned on).
     pub async fn retune(&mut self, id: u64, method: &Method) -> Result<Option<Method>> {
+        // Its iocost writes lap the stopwatch too: started afresh, it holds only this retune's.
+        self.stopwatch = Stopwatch::start();
         let Some(active) = self.active.get(&id) else {
             return Ok(None);
         };
