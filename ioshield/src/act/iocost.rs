@@ -274,16 +274,12 @@ fn is_ours(qos: &str) -> bool {
 }
 
 impl Actuator {
-    /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
-    /// ioshield turned on. The disk's settings are journaled before the first write. Returns
-    /// false, and changes nothing, when iocost on the disk is someone else's.
-    /// Sets iocost up on `dev` before a restriction needs it, while the disk has little in
-    /// flight: the kernel sets it up at the first write of a disk's `io.cost.*`, freezing the
-    /// disk's queue (every writer on it waits) once more than a later write does, and at the
-    /// first restriction that came while the offender's first pages were being written.
-    /// Nothing changes: iocost stays off, with the kernel's automatic model, which is what a
-    /// release puts back on a disk it had not been set up for ([`restoring_model`]); the
-    /// kernel has no way to take the set-up back, and nothing to take back.
+    /// Sets iocost up on `dev`, off, before a restriction turns it on. The kernel sets iocost
+    /// up at a disk's first `io.cost.*` write, which then took 71-84 ms against 3-63 ms for a
+    /// later one (docs/bench/apply.md), all of it while the first offender's pages were being
+    /// written. Nothing changes: iocost stays off with the kernel's automatic model, which is
+    /// also what a release writes back for a disk that had no line ([`restoring_model`]). Not
+    /// journaled: the kernel cannot take a set-up back, and there is nothing to take back.
     pub fn prepare_iocost(&mut self, dev: DevId) {
         let fs = self
             .cgroupfs
@@ -307,6 +303,9 @@ impl Actuator {
         }
     }
 
+    /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
+    /// ioshield turned on. The disk's settings are journaled before the first write. Returns
+    /// false, and changes nothing, when iocost on the disk is someone else's.
     pub(super) fn set_iocost(
         &mut self,
         fs: &Cgroupfs,
