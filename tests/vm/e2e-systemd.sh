@@ -275,17 +275,32 @@ log "disk periods up to the measurement: $(periods "$T2")"
 # Measured, not the kernel's initial 100 MiB/s guess: the model is near the disk's 30 MB/s.
 check iocost-model-measured "io.cost.model of $DEVNUM: '$(iocost_model)'" \
     test "${MODEL_BPS:-0}" -gt 10000000 -a "${MODEL_BPS:-0}" -lt 36000000
-# The writer keeps its speed while nobody else wants the disk (the innocent's appends are a few
-# bytes): over 10 s the scope writes at least 60% of the modelled speed (an io.max limit is
-# 75% of it, and held there whatever the others do).
+# The weight does not hold a writer that nobody else wants the disk from (the innocent's appends
+# are a few bytes): over 20 s the scope writes at least 40% of the modelled speed. A weight that
+# held it would leave it its 1% share, or as little as a busy neighbour leaves it (0-6 MB/s of a
+# 23.6 MB/s model in docs/bench/lone-writer.md). What the writer keeps is bounded by
+# MemoryHigh=32M, not by the weight: 60-80% of the model in the e2e runs, 71-80% on cgroupfs
+# (the weight without memory.high: 100%), and its 1 s rates swing from 1 to 25 MB/s. The check
+# wanted 60% until stop 30, which passed only because the disk is measured low here (19-24 MB/s
+# of 30) and failed CI once at 59.6%; the fraction kept is a SPEED line in the results, the
+# 2 s steps in the log.
+MEASURE=20
 S0=$(wbytes "${SCG#/}"); F0=$(wbytes system.slice/fake-session.scope); C0=$(wchar)
-sleep 10
+STEPS=""; PREV=$S0
+for _ in $(seq $((MEASURE / 2))); do
+    sleep 2
+    NOW=$(wbytes "${SCG#/}")
+    STEPS="$STEPS $(( (${NOW:-0} - ${PREV:-0}) / 2000000 ))"
+    PREV=$NOW
+done
 S1=$(wbytes "${SCG#/}"); F1=$(wbytes system.slice/fake-session.scope); C1=$(wchar)
-RATE=$(( (${S1:-0} - ${S0:-0}) / 10 ))
-RATES="$SCOPE wrote $RATE B/s, fake-session.scope $(( (${F1:-0} - ${F0:-0}) / 10 )) B/s, writer wchar $(( (${C1:-0} - ${C0:-0}) / 10 )) B/s"
+RATE=$(( (${S1:-0} - ${S0:-0}) / MEASURE ))
+RATES="$SCOPE wrote $RATE B/s (MB/s by 2 s:$STEPS), fake-session.scope $(( (${F1:-0} - ${F0:-0}) / MEASURE )) B/s, writer wchar $(( (${C1:-0} - ${C0:-0}) / MEASURE )) B/s"
 log "held by weight: $RATES (model ${MODEL_BPS:-?} B/s)"
+echo "SPEED weight-1, alone: $(( RATE * 100 / (${MODEL_BPS:-0} + 1) ))% of the model ($RATE of ${MODEL_BPS:-?} B/s)" |
+    tee -a "$CHECKS"
 check weight-keeps-writer-speed "$RATES, model ${MODEL_BPS:-?} B/s" \
-    test "$RATE" -gt 0 -a "$RATE" -ge $(( ${MODEL_BPS:-0} * 6 / 10 ))
+    test "$RATE" -gt 0 -a "$RATE" -ge $(( ${MODEL_BPS:-0} * 4 / 10 ))
 check innocent-stays "innocent loop's cgroup is $(cgroup_of "$INNOCENT")" in_unit "$INNOCENT" fake-session.scope
 STATUS=$(ioshield status 2>&1)
 echo "$STATUS" > "$RESULTS/status-restricted.txt"

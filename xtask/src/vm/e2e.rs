@@ -118,7 +118,7 @@ fn run_one(a: &Args, series: &str, deb: &Path, load: &Path, out: &Path) -> Resul
     let status = done.status;
     let checks = fs::read_to_string(done.results.join("checks.txt")).unwrap_or_default();
     for line in checks.lines() {
-        if ["PASS ", "FAIL ", "TIME "]
+        if ["PASS ", "FAIL ", "TIME ", "SPEED "]
             .iter()
             .any(|p| line.starts_with(p))
         {
