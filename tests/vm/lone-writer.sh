@@ -4,7 +4,8 @@
 # appender (`date >> file` twice a second) in /inn, for each restriction below; prints the
 # bytes /w wrote per second (io.stat) in the first 5 s and over the next 15 s, and each second.
 # Env: MODEL_BPS (23570374: the e2e's measured model in the run CI failed), REPEAT (2).
-#   cargo xtask vm run --kernel 6.12,6.1 --script tests/vm/lone-writer.sh --out target/lone
+# About 15 min per kernel (each run waits for its sync), past the runner's default timeout:
+#   cargo xtask vm run --kernel 6.12,6.1 --timeout 2400 --script tests/vm/lone-writer.sh --out target/lone
 #   grep -h '^lone' target/lone/*/results/scenario.log
 set -u
 MODEL_BPS=${MODEL_BPS:-23570374}
