@@ -1,7 +1,7 @@
 //! iocost on a disk for as long as a restriction there needs it. With iocost on, the offender's
 //! cgroup gets `io.weight` 1 instead of an `io.max` limit: it is held back only while others
 //! want the disk, and otherwise writes as fast as its `memory.high` lets it: alone, the weight
-//! without `memory.high` wrote at the model on 6.12, 80-85% of it on 6.1 (docs/bench/
+//! without `memory.high` wrote at the model on 6.12, 80-108% of it on 6.1 (docs/bench/
 //! candidates-6.12.md, lone-writer.md).
 //! iocost needs a model of what the disk can do. Once the disk's speed is measured, ioshield
 //! writes a linear model of it and pins the virtual rate at 100% of it, the setting the bench
