@@ -12,7 +12,8 @@
 # measurements used. A 2-vCPU guest's virtio disk has 2 queues, for which the kernel would pick `none`.
 # Other env: SCHEDULER (mq-deadline), DURATION (50, seconds the innocent loads run), OFFENDER_START (5),
 # OFFENDER_STOP (45), ORACLE_WBPS (20000000, ~2/3 of the disk), CONFIG (daemon config; written
-# here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes).
+# here if it does not exist), DAEMON_SETTLE (3, seconds the daemon gets to attach its probes,
+# then up to 60 more until it says it runs).
 # OFFENDER: what floods the page cache, from OFFENDER_START:
 #   load  (default) `ioshield-load offender`: 1 MiB writes without pause until OFFENDER_STOP
 #   cp    `cp` of a 400 MB file from memory (the initramfs) to the data disk, then `sync`
@@ -144,6 +145,16 @@ if [ -n "${ACTION:-}" ]; then
     ioshield daemon --config "$CONFIG" 2> "$RESULTS/daemon.log" &
     daemon=$!
     sleep "$DAEMON_SETTLE"
+    # The settle is what the probes take on a quiet machine (2.6 s on 6.12 here); on a loaded
+    # one loading them took longer and the first writer started before the daemon had set up
+    # its cgroup. Wait for the line it logs once it protects the machine (up to 60 s more).
+    waited=0
+    while [ "$waited" -lt 600 ] && kill -0 "$daemon" 2> /dev/null \
+        && ! grep -q "ioshield daemon running" "$RESULTS/daemon.log"; do
+        sleep 0.1
+        waited=$((waited + 1))
+    done
+    echo "stall: daemon ready $((waited / 10)).$((waited % 10)) s after the ${DAEMON_SETTLE} s settle"
     if ! kill -0 "$daemon" 2> /dev/null; then
         cat "$RESULTS/daemon.log"
         # Last, so that the host can quote it as the reason.
