@@ -420,14 +420,7 @@ impl Systemd {
             Some(high) => Some(high.max(self.memory_current(m, unit).await.unwrap_or(0))),
             None => None,
         };
-        let mut props = vec![write_property(limits)];
-        if let WriteControl::Weight { .. } = limits.write {
-            props.push((
-                "IOWriteBandwidthMax",
-                Value::new(vec![(limits.device.clone(), INFINITY)]),
-            ));
-        }
-        props.push(("MemoryHigh", Value::from(memory_high.unwrap_or(INFINITY))));
+        let props = limit_properties(limits, memory_high);
         self.set_runtime_properties(m, unit, &props, "setting")
             .await
     }
@@ -486,6 +479,28 @@ impl Systemd {
         self.set_runtime_properties(m, unit, &props, "lifting")
             .await
     }
+}
+
+/// What `set_limits` sets on a unit: the write property, the write limit lifted where the
+/// weight holds it, and `MemoryHigh=` if there is one. Without one MemoryHigh stays as it is:
+/// "infinity" would lift a limit the administrator of a unit held in place set (never widen what
+/// a process may do); a unit held before keeps ioshield's value until the release puts the
+/// journaled one back.
+fn limit_properties(
+    limits: &ScopeLimits,
+    memory_high: Option<u64>,
+) -> Vec<(&'static str, Value<'static>)> {
+    let mut props = vec![write_property(limits)];
+    if let WriteControl::Weight { .. } = limits.write {
+        props.push((
+            "IOWriteBandwidthMax",
+            Value::new(vec![(limits.device.clone(), INFINITY)]),
+        ));
+    }
+    if let Some(high) = memory_high {
+        props.push(("MemoryHigh", Value::from(high)));
+    }
+    props
 }
 
 /// The property that holds the offender's writes: `IOWriteBandwidthMax=` on the disk, or
@@ -591,6 +606,30 @@ mod tests {
             fallback: 18_750_000,
         };
         assert_eq!(write_property(&limits), ("IOWeight", Value::from(1u64)));
+    }
+
+    /// `memory_high = "off"` on a unit held in place sets no MemoryHigh: writing "infinity"
+    /// lifted what its administrator had set for as long as the restriction lasted.
+    #[test]
+    fn no_memory_high_leaves_the_units_own() {
+        let limits = ScopeLimits {
+            dev: crate::system::devices::DevId {
+                major: 254,
+                minor: 16,
+            },
+            device: "/dev/vdb".into(),
+            write: WriteControl::Limit(15_000_000),
+            memory_high: None,
+        };
+        let names = |props: Vec<(&'static str, Value<'static>)>| {
+            props.into_iter().map(|(n, _)| n).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            names(limit_properties(&limits, None)),
+            ["IOWriteBandwidthMax"]
+        );
+        let set = limit_properties(&limits, Some(32 << 20));
+        assert_eq!(set[1], ("MemoryHigh", Value::from(32u64 << 20)));
     }
 
     /// Entries journaled before ioshield set weights have no `io_weight`: their undo leaves the
