@@ -23,7 +23,9 @@ model() {
 }
 qos() { echo "$DEVNUM enable=1 ctrl=user rpct=95.00 rlat=$1 wpct=95.00 wlat=$1 min=100.00 max=100.00" > $CG/io.cost.qos; }
 iocost_off() { echo "$DEVNUM enable=0" > $CG/io.cost.qos; }
-in_cgroup() { cg=$1; shift; sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*" 2>/dev/null; }
+# Only in the background (`&`): the exec makes `$!` the command itself, so that killing it stops
+# it (without, the kill hit the subshell and the writer went on, filling the disk run after run).
+in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
 # restriction: memory.high of /w in MiB ("max": none), its io.weight, iocost latency target in
 # us ("off": iocost off), and whether a second dd in /inn keeps the disk busy.
 run() {

@@ -31,7 +31,9 @@ memstat() { awk -v k="$1" '$1 == k { print int($2 / 1048576) }' $CG/w/memory.sta
 echo "$DEVNUM ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 wbps=$MODEL_BPS wseqiops=$((MODEL_BPS / 4096)) wrandiops=$((MODEL_BPS / 4096))" > $CG/io.cost.model
 echo "$DEVNUM enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00" > $CG/io.cost.qos
 echo "default 1" > $CG/w/io.weight
-in_cgroup() { cg=$1; shift; sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*" 2>/dev/null; }
+# Only in the background (`&`): the exec makes `$!` the command itself, so that killing it stops
+# it (without, the kill hit the subshell and the writer went on, filling the disk run after run).
+in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
 high() { if [ "$1" = max ]; then echo max; else echo $(($1 << 20)); fi > $CG/w/memory.high; }
 # name, memory.high in MiB while alone ("max": none), seconds until it closes ("never")
 run() {
