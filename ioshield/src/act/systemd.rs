@@ -583,9 +583,9 @@ mod tests {
         assert!(ran >= 50, "only {ran} ticks ran while connecting");
     }
 
-    #[test]
-    fn a_weight_is_set_as_ioweight_and_a_limit_per_disk() {
-        let mut limits = ScopeLimits {
+    /// A unit held by a write limit of 15 MB/s on /dev/vdb, no memory.high.
+    fn limited() -> ScopeLimits {
+        ScopeLimits {
             dev: crate::system::devices::DevId {
                 major: 254,
                 minor: 16,
@@ -593,7 +593,12 @@ mod tests {
             device: "/dev/vdb".into(),
             write: WriteControl::Limit(15_000_000),
             memory_high: None,
-        };
+        }
+    }
+
+    #[test]
+    fn a_weight_is_set_as_ioweight_and_a_limit_per_disk() {
+        let mut limits = limited();
         let (name, value) = write_property(&limits);
         assert_eq!(name, "IOWriteBandwidthMax");
         assert_eq!(
@@ -612,15 +617,7 @@ mod tests {
     /// lifted what its administrator had set for as long as the restriction lasted.
     #[test]
     fn no_memory_high_leaves_the_units_own() {
-        let limits = ScopeLimits {
-            dev: crate::system::devices::DevId {
-                major: 254,
-                minor: 16,
-            },
-            device: "/dev/vdb".into(),
-            write: WriteControl::Limit(15_000_000),
-            memory_high: None,
-        };
+        let limits = limited();
         let names = |props: Vec<(&'static str, Value<'static>)>| {
             props.into_iter().map(|(n, _)| n).collect::<Vec<_>>()
         };
