@@ -8,24 +8,10 @@
 #   cargo xtask vm run --kernel 6.12,6.1 --timeout 2400 --script tests/vm/lone-writer.sh --out target/lone
 #   grep -h '^lone' target/lone/*/results/scenario.log
 set -u
-MODEL_BPS=${MODEL_BPS:-23570374}
 REPEAT=${REPEAT:-2}
-CG=/sys/fs/cgroup
-DEV_NAME=${DATA_DEV#/dev/}
-DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
-echo mq-deadline > "/sys/block/$DEV_NAME/queue/scheduler" || exit 2
-echo "+io +memory" > $CG/cgroup.subtree_control || exit 2
+. /scenarios/iocost-bed.sh
 mkdir -p $CG/inn $CG/w
 wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "$CG/$1/io.stat"; }
-# ioshield's model for a disk of MODEL_BPS and its io.cost.qos for a measured disk (act/iocost.rs).
-model() {
-    echo "$DEVNUM ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 wbps=$MODEL_BPS wseqiops=$((MODEL_BPS / 4096)) wrandiops=$((MODEL_BPS / 4096))" > $CG/io.cost.model
-}
-qos() { echo "$DEVNUM enable=1 ctrl=user rpct=95.00 rlat=$1 wpct=95.00 wlat=$1 min=100.00 max=100.00" > $CG/io.cost.qos; }
-iocost_off() { echo "$DEVNUM enable=0" > $CG/io.cost.qos; }
-# Only in the background (`&`): the exec makes `$!` the command itself, so that killing it stops
-# it (without, the kill hit the subshell and the writer went on, filling the disk run after run).
-in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
 # restriction: memory.high of /w in MiB ("max": none), its io.weight, iocost latency target in
 # us ("off": iocost off), and whether a second dd in /inn keeps the disk busy.
 run() {

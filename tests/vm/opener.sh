@@ -13,27 +13,17 @@
 #   cargo xtask vm run --kernel 6.12,6.1 --timeout 1800 --script tests/vm/opener.sh --out target/opener
 #   grep -h -A8 '^opener' target/opener/*/results/scenario.log
 set -u
-MODEL_BPS=${MODEL_BPS:-23570374}
 REPEAT=${REPEAT:-2}
 PHASE=${PHASE:-40}
 VARIANTS=${VARIANTS:-"closed:32:0 open-max:max:0.2 open-max,1s:max:1 open-max,never:max:never"}
-CG=/sys/fs/cgroup
-DEV_NAME=${DATA_DEV#/dev/}
-DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
-echo mq-deadline > "/sys/block/$DEV_NAME/queue/scheduler" || exit 2
-echo "+io +memory" > $CG/cgroup.subtree_control || exit 2
+. /scenarios/iocost-bed.sh
 mkdir -p $CG/inn $CG/w
 # Bytes the disk completed writing (sectors of 512 bytes).
 done_bytes() { awk '{ print $7 * 512 }' "/sys/block/$DEV_NAME/stat"; }
-now() { cut -d' ' -f1 /proc/uptime; }
 rate() { awk -v b="$1" -v t="$2" -v b2="$3" -v t2="$4" 'BEGIN { printf "%d", (b2 - b) / (t2 - t) }'; }
 memstat() { awk -v k="$1" '$1 == k { print int($2 / 1048576) }' $CG/w/memory.stat; }
-echo "$DEVNUM ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 wbps=$MODEL_BPS wseqiops=$((MODEL_BPS / 4096)) wrandiops=$((MODEL_BPS / 4096))" > $CG/io.cost.model
-echo "$DEVNUM enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00" > $CG/io.cost.qos
+iocost_on
 echo "default 1" > $CG/w/io.weight
-# Only in the background (`&`): the exec makes `$!` the command itself, so that killing it stops
-# it (without, the kill hit the subshell and the writer went on, filling the disk run after run).
-in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
 high() { if [ "$1" = max ]; then echo max; else echo $(($1 << 20)); fi > $CG/w/memory.high; }
 # name, memory.high in MiB while alone ("max": none), seconds until it closes ("never")
 run() {
@@ -71,5 +61,5 @@ while [ $i -lt "$REPEAT" ]; do
         run "$name" "${rest%%:*}" "${rest#*:}"
     done
 done
-echo "$DEVNUM enable=0" > $CG/io.cost.qos
+iocost_off
 sync

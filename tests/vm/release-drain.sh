@@ -16,31 +16,18 @@
 #   cargo xtask vm run --kernel 6.12,6.1 --timeout 1800 --script tests/vm/release-drain.sh --out target/drain
 #   grep -h -A3 '^drain' target/drain/*/results/scenario.log
 set -u
-MODEL_BPS=${MODEL_BPS:-23570374}
 REPEAT=${REPEAT:-2}
 WRITE=${WRITE:-20}
 PHASE=${PHASE:-100}
 VARIANTS=${VARIANTS:-"32M,now:32:now max,now:max:now max,drain:max:drain"}
-CG=/sys/fs/cgroup
-DEV_NAME=${DATA_DEV#/dev/}
-DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
-echo mq-deadline > "/sys/block/$DEV_NAME/queue/scheduler" || exit 2
-echo "+io +memory" > $CG/cgroup.subtree_control || exit 2
+. /scenarios/iocost-bed.sh
 mkdir -p $CG/inn $CG/par
 echo "+io +memory" > $CG/par/cgroup.subtree_control || exit 2
 echo "default 1" > $CG/par/io.weight
 W=$CG/par/w
-iocost_on() {
-    echo "$DEVNUM ctrl=user model=linear rbps=1000000000 rseqiops=100000 rrandiops=100000 wbps=$MODEL_BPS wseqiops=$((MODEL_BPS / 4096)) wrandiops=$((MODEL_BPS / 4096))" > $CG/io.cost.model
-    echo "$DEVNUM enable=1 ctrl=user rpct=95.00 rlat=5000 wpct=95.00 wlat=5000 min=100.00 max=100.00" > $CG/io.cost.qos
-}
-iocost_off() { echo "$DEVNUM enable=0" > $CG/io.cost.qos; }
-# Only in the background (`&`): the exec makes `$!` the command itself, so that killing it stops
-# it (without, the kill hit the subshell and the writer went on, filling the disk run after run).
-in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
-now() { cut -d' ' -f1 /proc/uptime; }
-# The exited writer's cgroup can be removed only once the kernel has finished its exit (rmdir
-# right after `wait` failed with EBUSY in every run of a first version): retry for up to 5 s.
+# Removes the writer's cgroup, retrying for up to 5 s, and says so if it cannot: while a killed
+# writer went on (the first version's fault), every rmdir failed with EBUSY and the release
+# measured was none.
 remove_w() {
     n=0
     until rmdir $W 2> /dev/null; do

@@ -49,6 +49,22 @@ pub fn build(c: &Contents, staging: &Path, out: &Path) -> Result<()> {
     let scenario = fs::read_to_string(c.scenario)
         .with_context(|| format!("reading {}", c.scenario.display()))?;
     write_exec(&staging.join("scenario.sh"), &scenario)?;
+    // The scripts beside it, for it to source (tests/vm/iocost-bed.sh) as /scenarios/NAME.
+    let dir = c
+        .scenario
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    for entry in fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
+        let path = entry?.path();
+        if let (Some("sh"), Some(name)) =
+            (path.extension().and_then(|e| e.to_str()), path.file_name())
+        {
+            let to = staging.join("scenarios").join(name);
+            fs::create_dir_all(to.parent().expect("has a parent"))?;
+            fs::copy(&path, &to).with_context(|| format!("copying {}", path.display()))?;
+        }
+    }
     cpio(staging, out)
 }
 
