@@ -245,14 +245,8 @@ impl Actuator {
     /// still there. `None` when it cannot tell (a dry run changes nothing to look at).
     pub fn live_members(&self, id: u64) -> Option<Vec<u32>> {
         let active = self.active.get(&id)?;
-        if let (Some(fs), Some(cg)) = (&self.cgroupfs, &active.cgroup) {
-            return Some(cgroups::procs_below(&fs.abs(cg)));
-        }
-        if let Some(cg) = &active.unit_cgroup {
-            let mount = cgroups::v2_mount()?;
-            return Some(cgroups::procs_below(
-                &mount.join(cg.strip_prefix("/").unwrap_or(cg)),
-            ));
+        if let Some(dir) = self.cgroup_dir(active) {
+            return Some(cgroups::procs_below(&dir));
         }
         match active.method {
             Method::Ioprio => Some(
@@ -319,6 +313,22 @@ impl Actuator {
             self.settle(&iocost, &mut report);
         }
         report
+    }
+
+    /// What restriction `id`'s writers left in its cgroup for the disk to write (dirty and
+    /// writeback page cache, bytes); `None` when it cannot tell (no cgroup of its own, no
+    /// memory controller there, the unit's cgroup gone with its processes).
+    pub fn backlog(&self, id: u64) -> Option<u64> {
+        cgroups::backlog(&self.cgroup_dir(self.active.get(&id)?)?)
+    }
+
+    /// The absolute path of the cgroup a restriction holds its processes in, if any.
+    fn cgroup_dir(&self, active: &Active) -> Option<PathBuf> {
+        if let (Some(fs), Some(cg)) = (&self.cgroupfs, &active.cgroup) {
+            return Some(fs.abs(cg));
+        }
+        let cg = active.unit_cgroup.as_ref()?;
+        Some(cgroups::v2_mount()?.join(cg.strip_prefix("/").unwrap_or(cg)))
     }
 
     /// Undoes everything, shared set-up included: on exit.

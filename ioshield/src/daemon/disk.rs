@@ -38,6 +38,8 @@ pub struct DiskRuntime {
     pub writers: Vec<crate::daemon::status::WriterStatus>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
+    /// A release waiting for the backlog the restriction's writers left.
+    pub drain: Option<crate::detect::drain::Drain>,
 }
 
 /// What carrying out a decision touches besides the disk itself.

@@ -20,12 +20,13 @@ use crate::{
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
+        drain::{self, Verdict},
         eligibility::Eligibility,
         offender,
         policy::{Candidate, Decision, Inputs},
         rates::Rates,
     },
-    display::show_rate,
+    display::{show_bytes, show_rate},
     model::tree::ProcessTree,
     probe::{Probe, burst::Burst},
     system::devices::{self, DevId, Devices, Disk},
@@ -456,11 +457,43 @@ impl Engine {
                 rt.restrict(disk, plan, tree, &mut fx).await;
             }
             Some(Decision::Release { root, calm_for }) => {
+                // Held until what its writers left is written: released with it, the backlog
+                // would take the disk from everyone else at their weight.
+                let backlog = rt.restriction.and_then(|id| fx.actuator.backlog(id));
+                let drained = match drain::judge(backlog, bw, now, &mut rt.drain) {
+                    Verdict::Wait { started } => {
+                        if started {
+                            tracing::info!(
+                                "{}: pid {root} is due for release; held until the {} its \
+                                 writers left are written",
+                                disk.label(),
+                                show_bytes(backlog.unwrap_or(0))
+                            );
+                        }
+                        return;
+                    }
+                    Verdict::Release {
+                        waited: None,
+                        left: _,
+                    } => String::new(),
+                    Verdict::Release {
+                        waited: Some(w),
+                        left: None,
+                    } => format!("; its backlog written in {:.1}s", w.as_secs_f64()),
+                    Verdict::Release {
+                        waited: Some(w),
+                        left: Some(left),
+                    } => format!(
+                        "; {} of its backlog still unwritten after {:.1}s",
+                        show_bytes(left),
+                        w.as_secs_f64()
+                    ),
+                };
                 let why = if held_gone {
-                    "nothing of it is left".to_string()
+                    format!("nothing of it is left{drained}")
                 } else {
                     format!(
-                        "tree {} < {:.0}% of {} for {:.0}s",
+                        "tree {} < {:.0}% of {} for {:.0}s{drained}",
                         show_rate(inputs.held_score),
                         policy.release_at * 100.0,
                         show_rate(bw),
@@ -470,6 +503,7 @@ impl Engine {
                 rt.release(disk, root, why, tree, &mut fx).await;
             }
             None => {
+                rt.drain = None;
                 if let Some(root) = held_root {
                     let members = offender::members(tree, &self.eligibility, root, &elsewhere);
                     rt.sweep(&members, &mut fx);

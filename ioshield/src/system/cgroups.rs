@@ -60,6 +60,23 @@ pub fn procs_below(dir: &Path) -> Vec<u32> {
     out
 }
 
+/// The page cache charged to the cgroup at `dir` (and those below it) that is dirty or under
+/// writeback, in bytes, from its `memory.stat`: what its writers left for the disks to write.
+/// `None` without the memory controller there.
+pub fn backlog(dir: &Path) -> Option<u64> {
+    parse_backlog(&std::fs::read_to_string(dir.join("memory.stat")).ok()?)
+}
+
+fn parse_backlog(stat: &str) -> Option<u64> {
+    let mut found = None;
+    for line in stat.lines() {
+        if let Some(("file_dirty" | "file_writeback", v)) = line.split_once(' ') {
+            *found.get_or_insert(0) += v.trim().parse::<u64>().ok()?;
+        }
+    }
+    found
+}
+
 /// A disk's lines in the root cgroup's `io.cost.model` and `io.cost.qos`, without the device
 /// number; a line is `None` until the kernel has set iocost up for the disk.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -172,6 +189,15 @@ mod tests {
             Some(PathBuf::from("/user.slice/session-2.scope"))
         );
         assert_eq!(parse_proc_cgroup("12:blkio:/x\n"), None);
+    }
+
+    #[test]
+    fn the_backlog_is_dirty_and_writeback_page_cache() {
+        let stat = "anon 4096\nfile 900000\nfile_dirty 12288\nfile_writeback 4096\n\
+                    shmem 0\nfile_mapped 0\n";
+        assert_eq!(parse_backlog(stat), Some(16384));
+        assert_eq!(parse_backlog("anon 1\nfile 2\n"), None);
+        assert_eq!(parse_backlog("file_dirty x\n"), None);
     }
 
     #[test]

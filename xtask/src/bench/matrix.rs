@@ -18,6 +18,9 @@ pub struct Plan {
     pub scenarios: Vec<String>,
     pub repeat: usize,
     pub duration: u64,
+    /// Seconds the loads go on after the `load` offender stops (`None`: as long as it waited
+    /// to start), to see what its release and its backlog do.
+    pub after: Option<u64>,
     /// `load`, `cp` or `tar` (stall.sh's OFFENDER).
     pub offender: String,
     pub out: PathBuf,
@@ -75,10 +78,12 @@ impl Plan {
     }
 
     /// The offender's window inside the loads' run: 5 s..45 s of 50 s, and for
-    /// short runs (as `vm ci`) 3 s..duration-3 s so it still stops before the loads do.
+    /// short runs (as `vm ci`) 3 s..duration-3 s so it still stops before the loads do; with
+    /// `after`, it stops that long before they do.
     pub fn offender_window(&self) -> (u64, u64) {
         let start = if self.duration >= 40 { 5 } else { 3 };
-        (start, self.duration.saturating_sub(start).max(start + 1))
+        let after = self.after.unwrap_or(start);
+        (start, self.duration.saturating_sub(after).max(start + 1))
     }
 
     fn env(&self, scenario: &str) -> Vec<String> {

@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Seconds the innocent loads run (50 s gives the offender a 40 s window with 5 s either side).
     #[arg(long, default_value_t = 50)]
     duration: u64,
+    /// Seconds the loads go on after the `load` offender stops (default: as long as it waits
+    /// to start, 5 s or 3 s), to see its release and what its backlog does after.
+    #[arg(long)]
+    after: Option<u64>,
     /// Directory for every run's results, bench.md and the PNG timelines.
     #[arg(long, default_value = "target/bench")]
     out: PathBuf,
@@ -83,6 +87,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         scenarios,
         repeat: args.repeat.max(1),
         duration: args.duration,
+        after: args.after,
         offender: args.offender.clone(),
         out: out.clone(),
         disk_bps: args

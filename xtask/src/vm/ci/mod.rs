@@ -147,6 +147,24 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 Ok(format!("{probe}; {}", p.line()))
             });
             report(series, "ioshield-fast probe", fast);
+            // A writer that stops with hundreds of MiB dirty in its cgroup (no memory.high): its
+            // release waits until that backlog is written, which kept the others' pauses at
+            // 0.17-0.21 s where releasing at once stalled them 3-7 s (tests/vm/release-drain.sh).
+            let drained = stall_as(
+                "ioshield-drain",
+                "ioshield",
+                &[
+                    "BANDWIDTH=30MB/s",
+                    "DURATION=35",
+                    "OFFENDER_STOP=12",
+                    "IOSHIELD_DEVICE=memory_high = \"off\"",
+                ],
+            )
+            .and_then(|p| {
+                let drained = released_after_its_backlog(&dir.join("ioshield-drain"))?;
+                Ok(format!("{drained}; {}", compare(&p, &none)?))
+            });
+            report(series, "ioshield-drain release", drained);
             // The backlog guard alone (max_dirty, no restriction): the kernel's per-disk dirty
             // limit from 6.2 on; stall.sh fails the run if the knobs are not put back.
             if has_bdi_byte_limits(series) {
@@ -224,6 +242,43 @@ fn forced_by_room(run: &Path) -> Result<String> {
         .find("room to spare)")
         .map_or(line.len(), |i| from + i + "room to spare)".len());
     Ok(line[from..to].to_string())
+}
+
+/// The writer's release waited for the backlog it left in its cgroup and came once that was
+/// written: the daemon's "held until" line, then a release that says its backlog was written.
+fn released_after_its_backlog(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
+    let decisions = || {
+        text.lines()
+            .filter(|l| l.contains("restrict pid") || l.contains("release"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    };
+    let Some(at) = text.find("is due for release; held until the ") else {
+        bail!(
+            "no release waited for a backlog; the daemon's decisions: {}",
+            decisions()
+        );
+    };
+    let held = text[at..].lines().next().unwrap_or_default();
+    let Some(release) = text[at..].lines().find(|l| l.contains("release pid")) else {
+        bail!("held for its backlog ({held}) and never released");
+    };
+    let Some(from) = release.find("its backlog written in ") else {
+        bail!("released before its backlog was written: {release}");
+    };
+    let said = |l: &'static str, line: &str| -> String {
+        line[l.len()..]
+            .split(" its writers left")
+            .next()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let written = release[from..].split(';').next().unwrap_or_default();
+    Ok(format!(
+        "held for {}, {written}",
+        said("is due for release; held until the ", held)
+    ))
 }
 
 /// The daemon's first restriction in a stall run held the offender by iocost weight.
@@ -406,6 +461,51 @@ mod tests {
         assert!(
             e.contains("no step with room to spare") && e.contains("restrict pid 140"),
             "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The drain check wants the wait and a release after the backlog was written, and says
+    /// what it saw otherwise.
+    #[test]
+    fn the_drain_check_wants_the_release_after_the_backlog() {
+        let dir = std::env::temp_dir().join(format!("ioshield-drain-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let log = dir.join("results/daemon.log");
+        let restrict = "2026-11-26T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 \
+            MB\n";
+        let held = "2026-11-26T12:00:09Z  INFO /dev/vda: pid 140 is due for release; held until \
+            the 301.2 MB its writers left are written\n";
+        let release = |why: &str| {
+            format!(
+                "2026-11-26T12:00:20Z  INFO release pid 140 (ioshield-load) on /dev/vda: nothing \
+                 of it is left{why}; 3 restored, 0 kept as changed by someone else, 0 gone \
+                 pid=140 action=\"release\"\n"
+            )
+        };
+        let check = |text: &str| {
+            std::fs::write(&log, text).unwrap();
+            super::released_after_its_backlog(&dir)
+        };
+        let at_once = release("");
+        let e = check(&format!("{restrict}{at_once}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no release waited") && e.contains("release pid 140"),
+            "{e}"
+        );
+        let e = check(&format!("{restrict}{held}")).unwrap_err().to_string();
+        assert!(e.contains("never released"), "{e}");
+        let late = release("; 40.0 MB of its backlog still unwritten after 46.9s");
+        let e = check(&format!("{restrict}{held}{late}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("released before its backlog was written"), "{e}");
+        let drained = release("; its backlog written in 11.3s");
+        assert_eq!(
+            check(&format!("{restrict}{held}{drained}")).unwrap(),
+            "held for 301.2 MB, its backlog written in 11.3s"
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
