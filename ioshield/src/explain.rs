@@ -73,6 +73,13 @@ fn explain(pid: u32, s: &Status) -> String {
                 "  restricted now on {} for {:.0} s: {}",
                 d.device, o.restricted_for_secs, o.action
             );
+            if let Some(r) = o.releasing_for_secs {
+                let _ = writeln!(
+                    out,
+                    "  due for release for {r:.0} s: held until the backlog its writers left is \
+                     written"
+                );
+            }
         }
     }
     if !seen {

@@ -164,11 +164,14 @@ impl DiskRuntime {
     ) {
         self.state.clear();
         let method = self.method.as_ref().map_or("?", Method::label);
-        self.offender = None;
-        self.speed_probe = SpeedProbe::default();
+        // A release that waited for its backlog comes after the tree forgot the exited root.
         let comm = tree
             .get(root)
-            .map_or("?".into(), |n| crate::display::printable(&n.comm));
+            .map(|n| n.comm.clone())
+            .or_else(|| self.offender.take().map(|o| o.comm))
+            .map_or("?".into(), |c| crate::display::printable(&c));
+        self.offender = None;
+        self.speed_probe = SpeedProbe::default();
         let Some(id) = self.restriction.take() else {
             return;
         };

@@ -74,6 +74,9 @@ pub struct OffenderStatus {
     /// The systemd unit (or ioshield's cgroup) holding the limits.
     #[serde(default)]
     pub place: Option<String>,
+    /// Due for release and held until the backlog its writers left is written, this long so far.
+    #[serde(default)]
+    pub releasing_for_secs: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -107,6 +110,7 @@ pub fn snapshot<'a>(
                 restricted_for_secs: now.duration_since(o.since).as_secs_f64(),
                 action: o.action.clone(),
                 place: o.place.clone(),
+                releasing_for_secs: rt.drain.map(|d| now.duration_since(d.since).as_secs_f64()),
             }),
             restrict_at_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec)
                 * config.policy_for(None).restrict_at,
@@ -274,6 +278,14 @@ pub fn render(s: &Status) -> String {
                     ago(o.restricted_for_secs),
                     o.action
                 );
+                if let Some(r) = o.releasing_for_secs {
+                    let _ = writeln!(
+                        out,
+                        "  due for release {} ago, held until the backlog its writers left is \
+                         written",
+                        ago(r)
+                    );
+                }
             }
             None => {
                 let _ = writeln!(out, "  no offender");
@@ -323,4 +335,39 @@ fn features_in_words(f: &serde_json::Value) -> String {
         "processes rescanned from /proc each tick"
     };
     format!("{how}, {throttle}, {lifecycle}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A restriction held past its release for its writers' backlog says so in `status`.
+    #[test]
+    fn a_release_waiting_for_the_backlog_is_shown() {
+        let offender = OffenderStatus {
+            pid: 140,
+            comm: "cp".into(),
+            restricted_for_secs: 30.0,
+            action: "io.weight=1".into(),
+            place: None,
+            releasing_for_secs: None,
+        };
+        let mut s = Status {
+            devices: vec![DeviceStatus {
+                device: "/dev/vda".into(),
+                offender: Some(offender),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = render(&s);
+        assert!(text.contains("restricted: pid 140 (cp) for 30s"), "{text}");
+        assert!(!text.contains("due for release"), "{text}");
+        s.devices[0].offender.as_mut().unwrap().releasing_for_secs = Some(4.2);
+        let text = render(&s);
+        assert!(
+            text.contains("due for release 4s ago, held until the backlog its writers left"),
+            "{text}"
+        );
+    }
 }
