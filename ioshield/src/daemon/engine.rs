@@ -460,7 +460,12 @@ impl Engine {
                 // Held until what its writers left is written: released with it, the backlog
                 // would take the disk from everyone else at their weight.
                 let backlog = rt.restriction.and_then(|id| fx.actuator.backlog(id));
-                let drained = match drain::judge(backlog, bw, now, &mut rt.drain) {
+                let delay = if backlog.is_some_and(|b| b > drain::DRAINED) {
+                    crate::system::vmstat::writeback_delay()
+                } else {
+                    Duration::ZERO
+                };
+                let drained = match drain::judge(backlog, bw, delay, now, &mut rt.drain) {
                     Verdict::Wait { started } => {
                         if started {
                             tracing::info!(

@@ -14,6 +14,22 @@ pub fn dirty_state() -> DirtyState {
     parse(&text, page_size())
 }
 
+/// How long the kernel may leave a dirty page unwritten while the dirty memory stays under the
+/// background threshold: its age limit (`dirty_expire_centisecs`, 30 s by default) and the
+/// flusher's period (`dirty_writeback_centisecs`, 5 s). Defaults where the files cannot be read.
+pub fn writeback_delay() -> std::time::Duration {
+    let centisecs = |name: &str, default: u64| {
+        std::fs::read_to_string(format!("/proc/sys/vm/{name}"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .unwrap_or(default)
+    };
+    std::time::Duration::from_millis(
+        10 * (centisecs("dirty_expire_centisecs", 3000)
+            + centisecs("dirty_writeback_centisecs", 500)),
+    )
+}
+
 pub fn page_size() -> u64 {
     nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
         .ok()
