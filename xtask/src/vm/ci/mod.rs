@@ -150,14 +150,15 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // A writer that stops with hundreds of MiB dirty in its cgroup (no memory.high): its
             // release waits until that backlog is written, which kept the others' pauses at
             // 0.17-0.21 s where releasing at once stalled them 3-7 s (tests/vm/release-drain.sh).
-            // Its 350 MB, under the kernel's background threshold, wait for their pages to
-            // expire (30 s) before anything writes them: the loads run long enough to see that.
+            // Its 350-400 MB, under the kernel's background threshold, may wait for their pages
+            // to expire (30 s) before anything writes them: released 19-44 s after the exit
+            // here, so the loads run 63 s past it.
             let drained = stall_as(
                 "ioshield-drain",
                 "ioshield",
                 &[
                     "BANDWIDTH=30MB/s",
-                    "DURATION=60",
+                    "DURATION=75",
                     "OFFENDER_STOP=12",
                     "IOSHIELD_DEVICE=memory_high = \"off\"",
                 ],
