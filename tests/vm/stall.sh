@@ -28,6 +28,7 @@
 #                    state of a machine whose disk the daemon has measured before)
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
+#   DATA_MOUNT_OPTS  ext4 options for the data disk instead of the bed's, e.g. "data=writeback"
 #   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
@@ -89,6 +90,13 @@ case $SCENARIO in
     ioshield-ioprio) ACTION=ioprio ;;
     *) echo "stall: unknown SCENARIO=$SCENARIO"; exit 2 ;;
 esac
+if [ -n "${DATA_MOUNT_OPTS:-}" ]; then
+    umount "$DATA" && mount -t ext4 -o "noinit_itable,$DATA_MOUNT_OPTS" "$DATA_DEV" "$DATA" || {
+        echo "stall: mounting $DATA_DEV with $DATA_MOUNT_OPTS failed"
+        exit 1
+    }
+    echo "stall: $DATA_DEV mounted with $(grep " $DATA " /proc/mounts | cut -d' ' -f4)"
+fi
 echo "stall: scenario=$SCENARIO duration=${DURATION}s offender ${OFFENDER_START}s-${OFFENDER_STOP}s" \
     "on $DATA_DEV ($DEVNUM), scheduler: $(cat "/sys/block/$DEV_NAME/queue/scheduler")," \
     "rotational $(cat "/sys/block/$DEV_NAME/queue/rotational")," \

@@ -209,6 +209,8 @@ fn variant_env(lines: &str) -> Vec<String> {
             Some((key, value)) if key.starts_with("earlier.") => {
                 earlier.push(format!("{}={value}", &key["earlier.".len()..]));
             }
+            // The data disk's ext4 options: `mount = data=writeback`.
+            Some(("mount", value)) => env.push(format!("DATA_MOUNT_OPTS={value}")),
             Some((key, value)) if key.starts_with("iocost.") => {
                 let name = key["iocost.".len()..].to_uppercase();
                 env.push(format!("IOCOST_{name}={value}"));
