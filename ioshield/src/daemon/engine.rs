@@ -460,11 +460,7 @@ impl Engine {
                 // Held until what its writers left is written: released with it, the backlog
                 // would take the disk from everyone else at their weight.
                 let backlog = rt.restriction.and_then(|id| fx.actuator.backlog(id));
-                let delay = if backlog.is_some_and(|b| b > drain::DRAINED) {
-                    crate::system::vmstat::writeback_delay()
-                } else {
-                    Duration::ZERO
-                };
+                let delay = crate::system::vmstat::writeback_delay;
                 let drained = match drain::judge(backlog, bw, delay, now, &mut rt.drain) {
                     Verdict::Wait { started } => {
                         if started {

@@ -42,12 +42,12 @@ pub enum Verdict {
 
 /// Whether to release now, given the restriction's backlog (`None`: cannot tell, e.g. no
 /// memory controller or the unit's cgroup is gone), the disk's speed in bytes per second, how
-/// long the kernel may leave dirty pages unwritten (`system::vmstat::writeback_delay`) and the
-/// wait so far, which this updates.
+/// long the kernel may leave dirty pages unwritten (`system::vmstat::writeback_delay`, asked
+/// only when a wait begins) and the wait so far, which this updates.
 pub fn judge(
     backlog: Option<u64>,
     bandwidth: f64,
-    kernel_delay: Duration,
+    kernel_delay: impl FnOnce() -> Duration,
     now: Instant,
     wait: &mut Option<Drain>,
 ) -> Verdict {
@@ -63,7 +63,7 @@ pub fn judge(
             );
             *wait = Some(Drain {
                 since: now,
-                budget: (kernel_delay + at_speed + WAIT_SLACK).min(WAIT_MAX),
+                budget: (kernel_delay() + at_speed + WAIT_SLACK).min(WAIT_MAX),
             });
             Verdict::Wait { started: true }
         }
@@ -84,7 +84,9 @@ mod tests {
 
     const MIB: u64 = 1024 * 1024;
     /// The kernel's defaults: pages expire after 30 s, the flusher looks every 5 s.
-    const DELAY: Duration = Duration::from_secs(35);
+    fn delay() -> Duration {
+        Duration::from_secs(35)
+    }
 
     #[test]
     fn a_small_or_unknown_backlog_releases_at_once() {
@@ -92,7 +94,7 @@ mod tests {
         let mut wait = None;
         for b in [None, Some(0), Some(DRAINED)] {
             assert_eq!(
-                judge(b, 30e6, DELAY, now, &mut wait),
+                judge(b, 30e6, delay, now, &mut wait),
                 Verdict::Release {
                     waited: None,
                     left: None
@@ -107,7 +109,7 @@ mod tests {
         let t0 = Instant::now();
         let mut wait = None;
         assert_eq!(
-            judge(Some(600 * MIB), 30e6, DELAY, t0, &mut wait),
+            judge(Some(600 * MIB), 30e6, delay, t0, &mut wait),
             Verdict::Wait { started: true }
         );
         let w = wait.unwrap();
@@ -115,14 +117,14 @@ mod tests {
         assert!((w.budget.as_secs_f64() - 81.9).abs() < 0.1, "{w:?}");
         let t1 = t0 + Duration::from_secs(20);
         assert_eq!(
-            judge(Some(40 * MIB), 30e6, DELAY, t1, &mut wait),
+            judge(Some(40 * MIB), 30e6, delay, t1, &mut wait),
             Verdict::Wait { started: false }
         );
         assert_eq!(
             judge(
                 Some(MIB),
                 30e6,
-                DELAY,
+                delay,
                 t1 + Duration::from_secs(1),
                 &mut wait
             ),
@@ -138,18 +140,18 @@ mod tests {
     fn a_backlog_that_is_not_written_releases_after_the_budget() {
         let t0 = Instant::now();
         let mut wait = None;
-        judge(Some(30 * MIB), 30e6, DELAY, t0, &mut wait);
+        judge(Some(30 * MIB), 30e6, delay, t0, &mut wait);
         let budget = wait.unwrap().budget;
         assert!(budget < Duration::from_secs(43), "{budget:?}");
         assert_eq!(
-            judge(Some(30 * MIB), 30e6, DELAY, t0 + budget, &mut wait),
+            judge(Some(30 * MIB), 30e6, delay, t0 + budget, &mut wait),
             Verdict::Release {
                 waited: Some(budget),
                 left: Some(30 * MIB)
             }
         );
         // However slow the disk, the wait is bounded.
-        judge(Some(8 << 30), 1.0, DELAY, t0, &mut wait);
+        judge(Some(8 << 30), 1.0, delay, t0, &mut wait);
         assert_eq!(wait.unwrap().budget, WAIT_MAX);
     }
 }
