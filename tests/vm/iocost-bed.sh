@@ -9,6 +9,8 @@
 #                  command itself, so that killing it stops it (without, the kill hit a subshell
 #                  and the writer went on through later runs, filling the disk)
 #   now            seconds since boot, the loads' clock
+#   clean_data     removes what a run left on the data disk (its writer's file, the loads' logs)
+#   run_variants   REPEAT times, `run NAME A B` for every NAME:A:B of VARIANTS; then iocost off
 CG=/sys/fs/cgroup
 MODEL_BPS=${MODEL_BPS:-23570374}
 DEV_NAME=${DATA_DEV#/dev/}
@@ -26,3 +28,16 @@ iocost_on() { model; qos; }
 iocost_off() { echo "$DEVNUM enable=0" > $CG/io.cost.qos; }
 in_cgroup() { cg=$1; shift; exec sh -c "echo \$\$ > $CG/$cg/cgroup.procs; exec $*"; }
 now() { cut -d' ' -f1 /proc/uptime; }
+clean_data() { sync; rm -f "$DATA/big" "$DATA"/write-*.log "$DATA"/commit-*.log; sync; sleep 2; }
+run_variants() {
+    i=0
+    while [ $i -lt "$REPEAT" ]; do
+        i=$((i + 1))
+        for v in $VARIANTS; do
+            name=${v%%:*} rest=${v#*:}
+            run "$name" "${rest%%:*}" "${rest#*:}"
+        done
+    done
+    iocost_off
+    sync
+}

@@ -51,15 +51,6 @@ run() {
     kill $pid; wait $pid 2>/dev/null
     echo "opener $KERNEL $name: writer alone $(rate "$a" "$ta" "$b" "$tb") B/s, beside the innocents $(rate "$b" "$tb" "$c" "$tc") B/s (model $MODEL_BPS); at their arrival /w had $dirty MiB dirty, $writeback MiB under writeback; memory.high closed to 32 MiB after $delay s"
     ioshield-load summarize "$out/write.json" "$out/commit.json" || cat "$out/loads.log"
-    sync; rm -f "$DATA/big" "$DATA"/write-*.log "$DATA"/commit-*.log; sync; sleep 2
+    clean_data
 }
-i=0
-while [ $i -lt "$REPEAT" ]; do
-    i=$((i + 1))
-    for v in $VARIANTS; do
-        name=${v%%:*} rest=${v#*:}
-        run "$name" "${rest%%:*}" "${rest#*:}"
-    done
-done
-iocost_off
-sync
+run_variants

@@ -82,15 +82,6 @@ run() {
             { echo "  $load: no record"; cat "$out/loads.log"; }
     done
     ioshield-load summarize "$out/write.json" "$out/commit.json"
-    sync; rm -f "$DATA/big" "$DATA"/write-*.log "$DATA"/commit-*.log; sync; sleep 2
+    clean_data
 }
-i=0
-while [ $i -lt "$REPEAT" ]; do
-    i=$((i + 1))
-    for v in $VARIANTS; do
-        name=${v%%:*} rest=${v#*:}
-        run "$name" "${rest%%:*}" "${rest#*:}"
-    done
-done
-iocost_off
-sync
+run_variants
