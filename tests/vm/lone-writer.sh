@@ -3,7 +3,8 @@
 # model's speed, iocost's latency targets. A `dd` of zeros to the data disk in cgroup /w, an
 # appender (`date >> file` twice a second) in /inn, for each restriction below; prints the
 # bytes /w wrote per second (io.stat) in the first 5 s and over the next 15 s, and each second.
-# Env: MODEL_BPS (23570374: the e2e's measured model in the run CI failed), REPEAT (2).
+# Env: MODEL_BPS (23570374: the e2e's measured model in the run CI failed), REPEAT (2), ROWS
+# (space-separated names of the rows below to run; all by default).
 # About 15 min per kernel (each run waits for its sync), past the runner's default timeout:
 #   cargo xtask vm run --kernel 6.12,6.1 --timeout 2400 --script tests/vm/lone-writer.sh --out target/lone
 #   grep -h '^lone' target/lone/*/results/scenario.log
@@ -16,6 +17,7 @@ wbytes() { sed -n "s/^$DEVNUM .*wbytes=\([0-9]*\).*/\1/p" "$CG/$1/io.stat"; }
 # us ("off": iocost off), and whether a second dd in /inn keeps the disk busy.
 run() {
     name=$1 mh=$2 weight=$3 lat=$4 busy=$5
+    case " ${ROWS:-$name} " in *" $name "*) ;; *) return ;; esac
     if [ "$mh" = max ]; then echo max > $CG/w/memory.high; else echo $((mh << 20)) > $CG/w/memory.high; fi
     echo "default $weight" > $CG/w/io.weight
     if [ "$lat" = off ]; then iocost_off; else model; qos "$lat"; fi
@@ -39,6 +41,8 @@ while [ $i -lt "$REPEAT" ]; do
     i=$((i + 1))
     run memory.high-32M-only 32 100 off no
     run weight-1-only max 1 5000 no
+    run weight-1+memory.high-8M 8 1 5000 no
+    run weight-1+memory.high-16M 16 1 5000 no
     run weight-1+memory.high-32M 32 1 5000 no
     run weight-1+memory.high-64M 64 1 5000 no
     run weight-1+memory.high-128M 128 1 5000 no

@@ -33,6 +33,8 @@
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
+#   COMMIT_TRACE=1   every 20 ms, where the commit load and the data disk's jbd2 thread wait
+#                    (their kernel stacks) and the disk's in-flight requests, into commit-trace.txt (below)
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -235,7 +237,51 @@ for load in control write multiwrite commit; do
     ioshield-load "$load" --duration "${DURATION}s" --dir "$DATA" --out "$RESULTS/$load.json" \
         2>> "$RESULTS/loads.log" &
     pids="$pids $!"
+    [ "$load" = commit ] && commit_pid=$!
 done
+
+# COMMIT_TRACE=1: why the commit load's fdatasync takes long. Every 20 ms one line
+# `uptime_s reads_in_flight writes_in_flight | commit load's stack | jbd2's stack` (the stacks'
+# function names, innermost first, 4 frames); while jbd2 waits for open handles, also
+# `|| (name) stack` (12 frames) of every task in uninterruptible sleep. Only shell builtins in the loop but the sleep,
+# so that the sampler itself does not take the CPU the loads need.
+commit_sampler=
+if [ "${COMMIT_TRACE:-0}" = 1 ]; then
+    jbd2=
+    for p in /proc/[0-9]*; do
+        read -r c < "$p/comm" 2> /dev/null || continue
+        case $c in "jbd2/$DEV_NAME"*) jbd2=${p#/proc/} ;; esac
+    done
+    stack() {
+        n=0 out=
+        while read -r _ f && [ $n -lt "$2" ]; do
+            f=${f%%+*}
+            out="$out $f"
+            n=$((n + 1))
+        done < "$1" 2> /dev/null
+        echo "${out:- -}"
+    }
+    (
+        while :; do
+            read -r up _ < /proc/uptime
+            read -r r w < "/sys/block/$DEV_NAME/inflight"
+            js=$(stack "/proc/$jbd2/stack" 4)
+            line="$up $r $w |$(stack "/proc/$commit_pid/stack" 4) |$js"
+            # A commit waiting for open handles: who holds them, among the tasks that sleep
+            # uninterruptibly (`|| name stack` per task).
+            case $js in *jbd2_journal_wait_updates*)
+                for t in /proc/[0-9]*/task/[0-9]*; do
+                    read -r _ c st _ < "$t/stat" 2> /dev/null || continue
+                    [ "$st" = D ] && [ "${t##*/}" != "$jbd2" ] && line="$line || $c$(stack "$t/stack" 12)"
+                done
+                ;;
+            esac
+            echo "$line"
+            sleep 0.02
+        done
+    ) > "$RESULTS/commit-trace.txt" &
+    commit_sampler=$!
+fi
 
 offender="ioshield-load offender --file $DATA/offender --delay ${OFFENDER_START}s \
     --duration $((OFFENDER_STOP - OFFENDER_START))s --out $RESULTS/offender.json"
@@ -270,6 +316,7 @@ done
 
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
+[ -n "$commit_sampler" ] && kill "$commit_sampler"
 
 if [ -n "$daemon" ]; then
     if [ "${BPF_STATS:-0}" = 1 ]; then
