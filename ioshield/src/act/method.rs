@@ -171,6 +171,15 @@ impl Method {
         self.write()?.rate()
     }
 
+    /// The offender's `memory.high`, where the method sets one.
+    pub fn memory_high(&self) -> Option<u64> {
+        match self {
+            Method::Cgroup(l) => l.memory_high,
+            Method::SystemdScope(l) => l.memory_high,
+            Method::Ioprio | Method::DryRun => None,
+        }
+    }
+
     /// Whether the offender is held back by iocost weight.
     pub fn uses_iocost(&self) -> bool {
         matches!(self.write(), Some(WriteControl::Weight { .. }))
@@ -254,6 +263,20 @@ impl Method {
         };
         if let Some(m) = memory_high {
             *m = (*m).max(bytes);
+        }
+        self
+    }
+
+    /// The same restriction with memory.high lowered to `bytes` where it is higher (off stays
+    /// off).
+    pub fn with_memory_high_at_most(mut self, bytes: u64) -> Method {
+        let memory_high = match &mut self {
+            Method::Cgroup(l) => &mut l.memory_high,
+            Method::SystemdScope(l) => &mut l.memory_high,
+            _ => return self,
+        };
+        if let Some(m) = memory_high {
+            *m = (*m).min(bytes);
         }
         self
     }
@@ -433,6 +456,32 @@ mod tests {
         measured: true,
         capacity: true,
     };
+
+    #[test]
+    fn memory_high_lowered_only_where_higher() {
+        let policy = Config::default().policy_for(None).clone();
+        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
+        let high = |m: &Method| match m {
+            Method::SystemdScope(l) => l.memory_high,
+            _ => panic!("{m:?}"),
+        };
+        assert_eq!(high(&m), Some(crate::config::MemoryHigh::FLOOR));
+        let lowered = m.clone().with_memory_high_at_most(8 << 20);
+        assert_eq!(high(&lowered), Some(8 << 20));
+        assert!(
+            lowered.describe().contains(" MemoryHigh=8M "),
+            "{}",
+            lowered.describe()
+        );
+        assert_eq!(
+            high(&lowered.with_memory_high_at_most(64 << 20)),
+            Some(8 << 20)
+        );
+        let mut off = policy.clone();
+        off.memory_high = crate::config::MemoryHigh::Off;
+        let (m, _) = method_for(&disk(), &off, MEASURED, &Ok(systemd()));
+        assert_eq!(high(&m.with_memory_high_at_most(8 << 20)), None);
+    }
 
     #[test]
     fn without_the_write_limit_memory_high_stays() {

@@ -56,7 +56,9 @@ impl ActionKind {
 /// with io.max alone, 0.07 s with this cap, as with a hand-placed cgroup).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MemoryHigh {
-    /// bandwidth x max_flush_seconds, at least 32 MiB: the backlog the disk flushes in that time.
+    /// bandwidth x max_flush_seconds, at least 32 MiB: the backlog the disk flushes in that time;
+    /// while other processes write to a disk whose speed is known, a quarter of a second of it,
+    /// at least 8 MiB ([`MemoryHigh::beside_others`]).
     Auto,
     Off,
     Bytes(u64),
@@ -64,12 +66,32 @@ pub enum MemoryHigh {
 
 impl MemoryHigh {
     pub const FLOOR: u64 = 32 << 20;
+    /// The smallest `memory.high` beside others. On the 30 MB/s bed, 8 MiB instead of 32
+    /// shortened the committing load's longest pause from 0.31-0.43 s to 0.19-0.23 s on 6.1
+    /// and from 0.39-0.49 s to 0.32-0.36 s on 6.12 (load and copy benches), at 0.8-1.1 times
+    /// the writer's speed under 32 MiB (docs/bench/commit-pause.md).
+    pub const BESIDE_OTHERS_FLOOR: u64 = 8 << 20;
+    /// Seconds of the disk's speed a restricted writer may hold as memory beside others: its
+    /// writeback holds the filesystem's journal for about the time the disk takes to write its
+    /// dirty pages.
+    pub const BESIDE_OTHERS_SECONDS: f64 = 0.25;
 
     pub fn bytes(&self, bandwidth: f64, flush_seconds: f64) -> Option<u64> {
         match self {
             MemoryHigh::Off => None,
             MemoryHigh::Bytes(b) => Some(*b),
             MemoryHigh::Auto => Some(((bandwidth * flush_seconds) as u64).max(Self::FLOOR)),
+        }
+    }
+
+    /// The `memory.high` while other processes write to the disk beside the restricted writer,
+    /// where it is ioshield's to choose (`auto`); `None` keeps [`MemoryHigh::bytes`].
+    pub fn beside_others(&self, bandwidth: f64) -> Option<u64> {
+        match self {
+            MemoryHigh::Auto => Some(
+                ((bandwidth * Self::BESIDE_OTHERS_SECONDS) as u64).max(Self::BESIDE_OTHERS_FLOOR),
+            ),
+            MemoryHigh::Off | MemoryHigh::Bytes(_) => None,
         }
     }
 }

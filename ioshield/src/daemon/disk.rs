@@ -235,7 +235,10 @@ impl DiskRuntime {
             }
             _ => close(new, old, 0.2),
         };
-        if same_kind && unchanged {
+        // memory.high moves between two sizes, as others start or stop writing beside it.
+        let same_memory =
+            self.method.as_ref().and_then(Method::memory_high) == method.memory_high();
+        if same_kind && unchanged && same_memory {
             return;
         }
         match fx.actuator.retune(id, &method).await {

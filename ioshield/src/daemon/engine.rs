@@ -20,6 +20,7 @@ use crate::{
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
+        company,
         drain::{self, Verdict},
         eligibility::Eligibility,
         offender,
@@ -376,10 +377,17 @@ impl Engine {
             rt.method.as_ref().is_some_and(Method::uses_iocost),
         );
 
+        let on_disk = self.rates.on_disk(disk);
+        // Who else writes to this disk, besides a restriction's processes (`inside`).
+        let others = |inside: &dyn Fn(u32) -> bool| {
+            company::others_rate(&on_disk, inside, |p| {
+                tree.get(p).is_some_and(|n| !n.kernel_thread && !n.exited)
+            })
+        };
         let scores = offender::scores(
             tree,
             &self.eligibility,
-            self.rates.on_disk(disk),
+            on_disk.clone(),
             self.config.daemon.parent_factor,
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
@@ -436,9 +444,9 @@ impl Engine {
         match decision {
             Some(Decision::Restrict { offender, trigger }) => {
                 let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
-                rt.use_method(disk, &method, note);
                 let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
                 if members.first() != Some(&offender.pid) {
+                    rt.use_method(disk, &method, note);
                     tracing::info!(
                         "pid {} now names another process than the writer (its exit was not \
                          seen): not restricted",
@@ -446,6 +454,15 @@ impl Engine {
                     );
                     return;
                 }
+                let beside = others(&|p| members.contains(&p));
+                let method = match company::tightened(policy.memory_high, estimate, beside) {
+                    Some((bytes, why)) => {
+                        tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
+                        method.with_memory_high_at_most(bytes)
+                    }
+                    None => method,
+                };
+                rt.use_method(disk, &method, note);
                 let plan = Plan {
                     offender,
                     members: &members,
@@ -529,7 +546,20 @@ impl Engine {
                                     show_rate(bw)
                                 )
                             };
-                            (method, why)
+                            let inside = |p: u32| {
+                                members.contains(&p) || live.iter().flatten().any(|m| *m == p)
+                            };
+                            match company::tightened(policy.memory_high, estimate, others(&inside))
+                            {
+                                Some((bytes, beside)) => (
+                                    method.with_memory_high_at_most(bytes),
+                                    format!("{why}; {beside}"),
+                                ),
+                                None if estimate.capacity && method.memory_high().is_some() => {
+                                    (method, format!("{why}; alone on the disk"))
+                                }
+                                None => (method, why),
+                            }
                         }
                     };
                     rt.retune(disk, method, &why, &mut fx).await;

@@ -1,6 +1,7 @@
 //! Detection: samples -> smoothed rates -> offenders -> decisions. Pure logic with no system
 //! access; the daemon feeds it and carries its decisions out through `act`.
 pub mod bandwidth;
+pub mod company;
 pub mod drain;
 pub mod eligibility;
 pub mod offender;

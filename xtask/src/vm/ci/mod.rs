@@ -123,6 +123,13 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield-auto iocost",
                 held_by_iocost(&dir.join("ioshield-auto"), "disk not measured"),
             );
+            // The innocent loads write beside the offender on a disk of known speed: its
+            // memory.high is 8 MiB instead of 32 (shorter journal waits for the others).
+            report(
+                series,
+                "ioshield memory.high beside others",
+                tightened_beside_others(&dir.join("ioshield")),
+            );
             // The cgroup set-up a restriction needs was there before the first writer: made
             // at the first restriction it took 28-76 ms while the offender went on dirtying.
             report(
@@ -282,6 +289,25 @@ fn released_after_its_backlog(run: &Path) -> Result<String> {
         "held for {}, {written}",
         said("is due for release; held until the ", held)
     ))
+}
+
+/// The daemon's first restriction in a stall run, on a disk of known speed with the innocent
+/// loads writing beside the offender, tightened memory.high to 8 MiB (docs/bench/commit-pause.md).
+fn tightened_beside_others(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
+    let restrict = text
+        .lines()
+        .find(|l| l.contains("restrict pid"))
+        .context("the daemon restricted nothing")?;
+    let said = text
+        .lines()
+        .take_while(|l| !l.contains("restrict pid"))
+        .find_map(|l| l.split_once(": others write ").map(|(_, w)| w))
+        .with_context(|| format!("no \"others write\" line before the restriction: {restrict}"))?;
+    if !restrict.contains(" memory.high=8M") {
+        bail!("memory.high not 8M ({said}): {restrict}");
+    }
+    Ok(format!("others write {said}"))
 }
 
 /// The daemon's first restriction in a stall run held the offender by iocost weight.
@@ -510,6 +536,34 @@ mod tests {
             check(&format!("{restrict}{held}{drained}")).unwrap(),
             "held for 301.2 MB, its backlog written in 11.3s"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The tightening check wants the "others write" line before the restriction and 8M in it.
+    #[test]
+    fn the_tightening_check_wants_8m_beside_others() {
+        let dir = std::env::temp_dir().join(format!("ioshield-beside-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let check = |log: &str| {
+            std::fs::write(dir.join("results/daemon.log"), log).unwrap();
+            super::tightened_beside_others(&dir)
+        };
+        let others =
+            "INFO /dev/vda: pid 202: others write 41 kB/s beside it: memory.high at most 8M\n";
+        let restrict = |high: &str| {
+            format!(
+                "INFO restrict pid 202 (ioshield-load) dirtied 6.3 MB in 86 ms on /dev/vda: \
+                 io.weight=1 (iocost on, disk modelled at 30.0MB/s) memory.high={high} (1 processes)\n"
+            )
+        };
+        assert_eq!(
+            check(&format!("{others}{}", restrict("8M"))).unwrap(),
+            "others write 41 kB/s beside it: memory.high at most 8M"
+        );
+        assert!(check(&format!("{others}{}", restrict("32M"))).is_err());
+        assert!(check(&restrict("8M")).is_err());
+        assert!(check(&format!("{}{others}", restrict("8M"))).is_err());
+        assert!(check(others).is_err());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
