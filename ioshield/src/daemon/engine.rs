@@ -455,7 +455,9 @@ impl Engine {
                     return;
                 }
                 let beside = others(&|p| members.contains(&p));
-                let method = match company::tightened(policy.memory_high, estimate, beside) {
+                let method = match company::tightened(policy.memory_high, estimate, beside)
+                    .filter(|_| method.memory_high().is_some())
+                {
                     Some((bytes, why)) => {
                         tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
                         method.with_memory_high_at_most(bytes)
@@ -549,8 +551,10 @@ impl Engine {
                             let inside = |p: u32| {
                                 members.contains(&p) || live.iter().flatten().any(|m| *m == p)
                             };
-                            match company::tightened(policy.memory_high, estimate, others(&inside))
-                            {
+                            let tightened =
+                                company::tightened(policy.memory_high, estimate, others(&inside))
+                                    .filter(|_| method.memory_high().is_some());
+                            match tightened {
                                 Some((bytes, beside)) => (
                                     method.with_memory_high_at_most(bytes),
                                     format!("{why}; {beside}"),
