@@ -255,28 +255,22 @@ impl Method {
 
     /// The same restriction with memory.high raised to `bytes` where it is lower (off stays
     /// off).
-    pub fn with_memory_high_at_least(mut self, bytes: u64) -> Method {
-        let memory_high = match &mut self {
-            Method::Cgroup(l) => &mut l.memory_high,
-            Method::SystemdScope(l) => &mut l.memory_high,
-            _ => return self,
-        };
-        if let Some(m) = memory_high {
-            *m = (*m).max(bytes);
-        }
-        self
+    pub fn with_memory_high_at_least(self, bytes: u64) -> Method {
+        self.map_memory_high(|m| m.max(bytes))
     }
 
     /// The same restriction with memory.high lowered to `bytes` where it is higher (off stays
     /// off).
-    pub fn with_memory_high_at_most(mut self, bytes: u64) -> Method {
-        let memory_high = match &mut self {
-            Method::Cgroup(l) => &mut l.memory_high,
-            Method::SystemdScope(l) => &mut l.memory_high,
-            _ => return self,
-        };
-        if let Some(m) = memory_high {
-            *m = (*m).min(bytes);
+    pub fn with_memory_high_at_most(self, bytes: u64) -> Method {
+        self.map_memory_high(|m| m.min(bytes))
+    }
+
+    /// The same restriction with its memory.high, where it sets one, passed through `f`.
+    fn map_memory_high(mut self, f: impl FnOnce(u64) -> u64) -> Method {
+        if let Method::Cgroup(CgroupLimits { memory_high, .. })
+        | Method::SystemdScope(ScopeLimits { memory_high, .. }) = &mut self
+        {
+            *memory_high = memory_high.map(f);
         }
         self
     }

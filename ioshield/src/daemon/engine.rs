@@ -559,7 +559,10 @@ impl Engine {
                                     method.with_memory_high_at_most(bytes),
                                     format!("{why}; {beside}"),
                                 ),
-                                None if estimate.capacity && method.memory_high().is_some() => {
+                                None if estimate.capacity
+                                    && policy.memory_high == MemoryHigh::Auto
+                                    && method.memory_high().is_some() =>
+                                {
                                     (method, format!("{why}; alone on the disk"))
                                 }
                                 None => (method, why),
