@@ -33,8 +33,9 @@
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
-#   COMMIT_TRACE=1   every 20 ms, where the commit load and the data disk's jbd2 thread wait
-#                    (their kernel stacks) and the disk's in-flight requests, into commit-trace.txt (below)
+#   COMMIT_TRACE=1   every 20 ms (50-200 ms in practice), where the commit load and the data
+#                    disk's jbd2 thread wait (their kernel stacks) and the disk's in-flight
+#                    requests, into commit-trace.txt (below)
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -243,8 +244,9 @@ done
 # COMMIT_TRACE=1: why the commit load's fdatasync takes long. Every 20 ms one line
 # `uptime_s reads_in_flight writes_in_flight | commit load's stack | jbd2's stack` (the stacks'
 # function names, innermost first, 4 frames); while jbd2 waits for open handles, also
-# `|| (name) stack` (12 frames) of every task in uninterruptible sleep. Only shell builtins in the loop but the sleep,
-# so that the sampler itself does not take the CPU the loads need.
+# `|| (name) stack` (12 frames) of every task in uninterruptible sleep. The loop forks only for
+# its command substitutions and the sleep, yet on the guest's 2 vCPUs it samples every 50-200 ms
+# and takes CPU from the loads: a traced run is for diagnosis, not for the bench's tables.
 commit_sampler=
 if [ "${COMMIT_TRACE:-0}" = 1 ]; then
     jbd2=

@@ -20,7 +20,7 @@ use crate::{
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
-        company,
+        company::{self, Company},
         drain::{self, Verdict},
         eligibility::Eligibility,
         offender,
@@ -377,17 +377,19 @@ impl Engine {
             rt.method.as_ref().is_some_and(Method::uses_iocost),
         );
 
-        let on_disk = self.rates.on_disk(disk);
-        // Who else writes to this disk, besides a restriction's processes (`inside`).
-        let others = |inside: &dyn Fn(u32) -> bool| {
-            company::others_rate(&on_disk, inside, |p| {
+        // What others beside a restriction's processes (`inside`) make of its memory.high:
+        // read only when a restriction is made or kept.
+        let rates = &self.rates;
+        let company = |inside: &dyn Fn(u32) -> bool| {
+            let others = company::others_rate(&rates.on_disk(disk), inside, |p| {
                 tree.get(p).is_some_and(|n| !n.kernel_thread && !n.exited)
-            })
+            });
+            company::judge(policy.memory_high, estimate, others)
         };
         let scores = offender::scores(
             tree,
             &self.eligibility,
-            on_disk.clone(),
+            self.rates.on_disk(disk),
             self.config.daemon.parent_factor,
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
@@ -454,16 +456,10 @@ impl Engine {
                     );
                     return;
                 }
-                let beside = others(&|p| members.contains(&p));
-                let method = match company::tightened(policy.memory_high, estimate, beside)
-                    .filter(|_| method.memory_high().is_some())
-                {
-                    Some((bytes, why)) => {
-                        tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
-                        method.with_memory_high_at_most(bytes)
-                    }
-                    None => method,
-                };
+                let (method, beside) = with_company(method, company(&|p| members.contains(&p)));
+                if let Some(why) = beside {
+                    tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
+                }
                 rt.use_method(disk, &method, note);
                 let plan = Plan {
                     offender,
@@ -551,21 +547,9 @@ impl Engine {
                             let inside = |p: u32| {
                                 members.contains(&p) || live.iter().flatten().any(|m| *m == p)
                             };
-                            let tightened =
-                                company::tightened(policy.memory_high, estimate, others(&inside))
-                                    .filter(|_| method.memory_high().is_some());
-                            match tightened {
-                                Some((bytes, beside)) => (
-                                    method.with_memory_high_at_most(bytes),
-                                    format!("{why}; {beside}"),
-                                ),
-                                None if estimate.capacity
-                                    && policy.memory_high == MemoryHigh::Auto
-                                    && method.memory_high().is_some() =>
-                                {
-                                    (method, format!("{why}; alone on the disk"))
-                                }
-                                None => (method, why),
+                            match with_company(method, company(&inside)) {
+                                (method, Some(clause)) => (method, format!("{why}; {clause}")),
+                                (method, None) => (method, why),
                             }
                         }
                     };
@@ -807,6 +791,19 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
         return None;
     }
     Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
+}
+
+/// `method` with its memory.high as the writers beside it make it, and the clause that says so
+/// (`None` where the method sets no memory.high: ioprio, dry-run, or "off").
+fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
+    if method.memory_high().is_none() {
+        return (method, None);
+    }
+    let clause = company.clause().map(str::to_string);
+    match company {
+        Company::Beside { bytes, .. } => (method.with_memory_high_at_most(bytes), clause),
+        Company::Alone | Company::Unchanged => (method, clause),
+    }
 }
 
 #[cfg(test)]

@@ -27,28 +27,50 @@ pub fn others_rate(
         .sum()
 }
 
-/// The `memory.high` a restriction gets while others write `others` bytes per second beside it
-/// on a disk judged by `estimate`, and the clause that says so in the log; `None` where it
-/// keeps the configured one: nobody else writes, a size was configured or `memory.high` is
-/// off, or the disk's speed is not known (the speed probe of such a disk was measured with the
-/// larger size, and changes it in its steps).
-pub fn tightened(
-    memory_high: MemoryHigh,
-    estimate: Estimate,
-    others: f64,
-) -> Option<(u64, String)> {
-    if others <= 0.0 || !estimate.capacity {
-        return None;
+/// What the writers beside a restriction make of its `memory.high`.
+#[derive(Debug, PartialEq)]
+pub enum Company {
+    /// Others write beside it: `memory.high` at most `bytes`; `why` says so in the log.
+    Beside { bytes: u64, why: String },
+    /// Nobody else writes there: the configured size stands, for a writer alone.
+    Alone,
+    /// Not ioshield's to change: a size was configured or `memory.high` is off, or the disk's
+    /// speed is not known (the speed probe of such a disk was measured with the larger size,
+    /// and changes it in its steps).
+    Unchanged,
+}
+
+impl Company {
+    /// The clause a retune's reason ends with, if any.
+    pub fn clause(&self) -> Option<&str> {
+        match self {
+            Company::Beside { why, .. } => Some(why),
+            Company::Alone => Some("alone on the disk"),
+            Company::Unchanged => None,
+        }
     }
-    let bytes = memory_high.beside_others(estimate.bytes_per_sec)?;
-    Some((
+}
+
+/// How `memory_high` applies while others write `others` bytes per second beside a restriction
+/// on a disk judged by `estimate`.
+pub fn judge(memory_high: MemoryHigh, estimate: Estimate, others: f64) -> Company {
+    let Some(bytes) = memory_high
+        .beside_others(estimate.bytes_per_sec)
+        .filter(|_| estimate.capacity)
+    else {
+        return Company::Unchanged;
+    };
+    if others <= 0.0 {
+        return Company::Alone;
+    }
+    Company::Beside {
         bytes,
-        format!(
+        why: format!(
             "others write {} beside it: memory.high at most {}M",
             show_rate(others),
             bytes >> 20
         ),
-    ))
+    }
 }
 
 #[cfg(test)]
@@ -76,25 +98,42 @@ mod tests {
     #[test]
     fn tightened_only_with_company_on_a_disk_of_known_speed() {
         let auto = MemoryHigh::Auto;
-        let (bytes, why) = tightened(auto, known(30e6), 41e3).unwrap();
-        assert_eq!(bytes, MemoryHigh::BESIDE_OTHERS_FLOOR);
+        let beside = judge(auto, known(30e6), 41e3);
         assert_eq!(
-            why,
-            "others write 41 kB/s beside it: memory.high at most 8M"
+            beside,
+            Company::Beside {
+                bytes: MemoryHigh::BESIDE_OTHERS_FLOOR,
+                why: "others write 41 kB/s beside it: memory.high at most 8M".into()
+            }
+        );
+        assert_eq!(
+            beside.clause(),
+            Some("others write 41 kB/s beside it: memory.high at most 8M")
         );
         // A fast disk: a quarter of a second of it.
-        assert_eq!(tightened(auto, known(400e6), 1e4).unwrap().0, 100_000_000);
-        assert_eq!(tightened(auto, known(30e6), 0.0), None);
-        assert_eq!(tightened(auto, Estimate::ASSUMED, 41e3), None);
+        assert!(matches!(
+            judge(auto, known(400e6), 1e4),
+            Company::Beside {
+                bytes: 100_000_000,
+                ..
+            }
+        ));
+        assert_eq!(judge(auto, known(30e6), 0.0), Company::Alone);
+        assert_eq!(Company::Alone.clause(), Some("alone on the disk"));
+        assert_eq!(judge(auto, Estimate::ASSUMED, 41e3), Company::Unchanged);
         let lower_bound = Estimate {
             capacity: false,
             ..known(30e6)
         };
-        assert_eq!(tightened(auto, lower_bound, 41e3), None);
-        assert_eq!(tightened(MemoryHigh::Off, known(30e6), 41e3), None);
+        assert_eq!(judge(auto, lower_bound, 41e3), Company::Unchanged);
         assert_eq!(
-            tightened(MemoryHigh::Bytes(64 << 20), known(30e6), 41e3),
-            None
+            judge(MemoryHigh::Off, known(30e6), 41e3),
+            Company::Unchanged
         );
+        assert_eq!(
+            judge(MemoryHigh::Bytes(64 << 20), known(30e6), 0.0),
+            Company::Unchanged
+        );
+        assert_eq!(Company::Unchanged.clause(), None);
     }
 }
