@@ -84,6 +84,9 @@ pub struct BurstEvent {
     pub bytes: u64,
     /// Time from the window's first write to the crossing.
     pub elapsed_ns: u64,
+    /// When the crossing happened (`bpf_ktime_get_ns`, CLOCK_MONOTONIC): how long userspace
+    /// took to act on it is part of what the offender dirties before it is held.
+    pub at_ns: u64,
 }
 
 /// Indexes into the per-CPU `STATS` array: things userspace must be told about.

@@ -82,6 +82,7 @@ pub fn observe(key: &CounterKey, bytes: u64) {
                 dev: key.dev,
                 bytes: w.bytes,
                 elapsed_ns: now.wrapping_sub(w.start_ns),
+                at_ns: now,
             });
             // Default flags: wake the reader. Rare by construction (once per window).
             entry.submit(0);

@@ -104,6 +104,15 @@ fn a_burst_is_restricted_before_the_next_tick() {
         "{line}"
     );
     assert!(line.contains("faster than the disk"), "{line}");
+    // The kernel's time of the crossing and the daemon's clock agree (both CLOCK_MONOTONIC): the
+    // report was judged within a tick of it, not a clock's difference away.
+    let judged_ms: f64 = line
+        .split("(judged ")
+        .nth(1)
+        .and_then(|r| r.split(" ms after)").next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no '(judged N ms after)' in {line}"));
+    assert!(judged_ms < 1000.0, "{line}");
 }
 
 #[test]

@@ -109,6 +109,16 @@ iocost_restored() {
         test "$(iocost_qos)" = "$QOS0" -a "$(iocost_model)" = "$MODEL0"
     fi
 }
+# Off again after a release (act/iocost.rs settle_lingering): the QoS as it was, the model as it
+# was or ioshield's linear one, kept for the next restriction and put back at stop.
+iocost_off() {
+    if [ -z "$QOS0$MODEL0" ]; then
+        ! iocost_qos | grep -qE 'enable=1|ctrl=user'
+    else
+        test "$(iocost_qos)" = "$QOS0"
+    fi && { test "$(iocost_model)" = "$MODEL0" ||
+        iocost_model | grep -qE '^ctrl=user model=linear rbps=1000000000 rseqiops=100000 '; }
+}
 # Processes left in ioshield's scopes that still have a write limit, as "scope: pids".
 limited_leftovers() {
     local dir unit pids
@@ -337,10 +347,10 @@ check limits-lifted "$SCOPE still has $LIFTED, $(systemctl is-active "$SCOPE" 2>
     unheld "${SCOPE:-none}"
 check released-unlimited "writer's cgroup $(cgroup_of "$WRITER") still limits it" unlimited "$WRITER"
 # iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
-# LINGER_MAX).
-wait_for 15 iocost_restored
-check iocost-restored-on-release "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)', model '$MODEL0' -> '$(iocost_model)'" \
-    iocost_restored
+# LINGER_MAX), then is off again; its model is put back at stop (iocost-restored-on-stop).
+wait_for 15 iocost_off
+check iocost-off-on-release "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)', model '$MODEL0' -> '$(iocost_model)'" \
+    iocost_off
 check innocent-untouched "innocent loop's cgroup is $(cgroup_of "$INNOCENT")" in_unit "$INNOCENT" fake-session.scope
 
 # --- restricted again, then the service stops: everything undone -----------------------------
@@ -441,8 +451,8 @@ check service-limits-restored "IOWriteBandwidthMax '$BEFORE_W' -> '$AFTER_W', Me
     eval 'test "$AFTER_W" = "$BEFORE_W" -a "$AFTER_M" = "$BEFORE_M" -a "$AFTER_IOW" = "$BEFORE_IOW" -a "$BEFORE_IOW" = 50'
 # iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
 # LINGER_MAX).
-wait_for 15 iocost_restored
-check service-iocost-restored "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_restored
+wait_for 15 iocost_off
+check service-iocost-off "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_off
 systemctl stop nightly-backup.service
 check service-stop-ends-writer "pid $BACKUP still runs after systemctl stop" \
     wait_for 15 eval '! kill -0 "$BACKUP" 2>/dev/null'
@@ -637,8 +647,8 @@ check user-unit-limits-restored "IOWriteBandwidthMax '$UBEFORE_W' -> '$UAFTER_W'
     eval 'test "$UAFTER_W" = "$UBEFORE_W" -a "$UAFTER_M" = "$UBEFORE_M" -a "$UAFTER_IOW" = "$UBEFORE_IOW"'
 # iocost outlives the release until the disk's queue is short, 10 s at most (act/iocost.rs
 # LINGER_MAX).
-wait_for 15 iocost_restored
-check user-unit-iocost-restored "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_restored
+wait_for 15 iocost_off
+check user-unit-iocost-off "io.cost.qos of $DEVNUM '$QOS0' -> '$(iocost_qos)'" iocost_off
 usys systemctl --user stop user-backup.service
 
 # --- a real login session: a dd from its shell is split off, ending the session ends it -------

@@ -260,7 +260,7 @@ pub fn state(root: &std::path::Path, dev: DevId) -> State {
 /// Whether `qos` is a line [`Model::qos_line`] writes: the pinned one, a held rate, or the rate
 /// control's with whatever range of rates the probe had reached.
 fn is_ours(qos: &str) -> bool {
-    let line = qos.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line = normalised(qos);
     let percent = |field: &str, key: &str| {
         field
             .strip_prefix(key)
@@ -276,32 +276,54 @@ fn is_ours(qos: &str) -> bool {
 }
 
 impl Actuator {
-    /// Sets iocost up on `dev`, off, before a restriction turns it on. The kernel sets iocost
-    /// up at a disk's first `io.cost.*` write, which then took 71-84 ms against 3-63 ms for a
-    /// later one (docs/bench/apply.md), all of it while the first offender's pages were being
-    /// written. Nothing changes: iocost stays off with the kernel's automatic model, which is
-    /// also what a release writes back for a disk that had no line ([`restoring_model`]). Not
-    /// journaled: the kernel cannot take a set-up back, and there is nothing to take back.
-    pub fn prepare_iocost(&mut self, dev: DevId) {
-        let fs = self
-            .cgroupfs
-            .clone()
-            .or_else(|| self.systemd.as_ref().map(|s| s.hierarchy()));
-        let Some(fs) = fs else {
+    /// Sets iocost up on `dev`, off, with the model a restriction there would turn it on with,
+    /// so that the restriction only has to turn it on. Each `io.cost.*` write freezes the disk's
+    /// queue until its writes in flight complete: on 6.12 the model took 36-59 ms and the
+    /// `io.cost.qos` that turns iocost on 38-52 ms, while the first offender's pages were being
+    /// written (docs/bench/apply.md); the first write of a disk also makes the kernel set
+    /// iocost up (71-84 ms). Off, the model changes nothing: the kernel reads it only while
+    /// iocost is on. Journaled like the rest and put back at exit (a release only turns iocost
+    /// off again, [`Actuator::settle_lingering`]). A disk whose iocost is on, or has a model of
+    /// someone else's, is left as it is; so is one ioshield has set up already.
+    pub fn prepare_iocost(&mut self, dev: DevId, model: Model) {
+        let Some(fs) = self.iocost_root() else {
             return;
         };
-        match cgroups::iocost_lines(&fs.root, dev) {
-            Some(lines) if lines.model.is_none() && lines.qos.is_none() => {
-                let line = format!("{dev} {}", restoring_model(None));
-                match fs.write_file(std::path::Path::new("/"), "io.cost.model", &line) {
-                    Ok(()) => tracing::info!(
-                        "{dev}: iocost set up, off, with the kernel's automatic model, ahead of \
-                         a restriction there"
-                    ),
-                    Err(e) => tracing::debug!("{dev}: setting iocost up: {e}"),
+        let device = dev.to_string();
+        let recorded = self
+            .journal
+            .changes()
+            .iter()
+            .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
+        let Some(before) = cgroups::iocost_lines(&fs.root, dev) else {
+            return;
+        };
+        let automatic = before.model.as_deref().is_none_or(is_auto);
+        if recorded || before.enabled() || !automatic {
+            return;
+        }
+        let change = Change::Iocost {
+            restriction: super::SHARED,
+            device: device.clone(),
+            model: before.model.clone(),
+            qos: before.qos.clone(),
+        };
+        if let Err(e) = self.journal.record(change.clone()) {
+            tracing::warn!("{dev}: iocost not set up ahead: {e:#}");
+            return;
+        }
+        let line = format!("{device} {}", model_line(model.wbps));
+        match fs.write_file(std::path::Path::new("/"), "io.cost.model", &line) {
+            Ok(()) => tracing::info!(
+                "{dev}: iocost set up, off, modelled at {}, ahead of a restriction there",
+                crate::display::show_rate(model.wbps as f64)
+            ),
+            Err(e) => {
+                tracing::debug!("{dev}: setting iocost up: {e}");
+                if let Err(e) = self.journal.forget(|c| *c == change) {
+                    tracing::warn!("updating the state file: {e:#}");
                 }
             }
-            _ => {}
         }
     }
 
@@ -325,9 +347,13 @@ impl Actuator {
             .changes()
             .iter()
             .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
+        if recorded && before.enabled() && !before.qos.as_deref().is_some_and(is_ours) {
+            // Turned on by someone else over what ioshield had set up: theirs now.
+            return Ok(false);
+        }
         if recorded {
-            // Left on by an earlier restriction (`keep_iocost_on`): this one takes it over and
-            // puts it back at its own release.
+            // Set up ahead, or left on by an earlier restriction (`keep_iocost_on`): this one
+            // takes it over and puts it back at its own release.
             self.lingering.remove(&device);
             self.journal.update(|c| match c {
                 Change::Iocost {
@@ -353,12 +379,12 @@ impl Actuator {
             })?;
         }
         let root = std::path::Path::new("/");
-        fs.write_file(
-            root,
-            "io.cost.model",
-            &format!("{device} {}", model_line(model.wbps)),
-        )?;
-        self.stopwatch.lap("iocost model");
+        // Set up ahead ([`Actuator::prepare_iocost`]), or left by the last restriction there.
+        let line = model_line(model.wbps);
+        if before.model.as_deref().map(normalised) != Some(line.clone()) {
+            fs.write_file(root, "io.cost.model", &format!("{device} {line}"))?;
+            self.stopwatch.lap("iocost model");
+        }
         // Also from the assumed speed's rate control to the measured speed's pinned rate.
         let qos = model.qos_line();
         if before.qos.as_deref() != Some(qos.as_str()) {
@@ -397,8 +423,11 @@ impl Actuator {
         Ok(())
     }
 
-    /// Puts back the iocost of disks no restriction holds any more, once `quiet` says the disk
-    /// is (its writer's backlog written, about nothing in flight), or after [`LINGER_MAX`].
+    /// Turns iocost off again on disks no restriction holds any more, once `quiet` says the
+    /// disk is (its writer's backlog written, about nothing in flight), or after
+    /// [`LINGER_MAX`]. The model stays, so that the next restriction there only turns iocost on
+    /// ([`Actuator::prepare_iocost`]); exit puts it back with the rest. iocost that someone
+    /// else changed meanwhile is put back (or left) as any change.
     pub async fn settle_lingering(&mut self, quiet: impl Fn(DevId) -> bool) -> UndoReport {
         let due: Vec<String> = self
             .lingering
@@ -421,9 +450,41 @@ impl Actuator {
             .filter(|c| matches!(c, Change::Iocost { device, .. } if due.contains(device)))
             .cloned()
             .collect();
-        let mut report = self.undo(&changes).await;
-        self.settle(&changes, &mut report);
+        let mut report = UndoReport::default();
+        let not_ours: Vec<Change> = changes
+            .into_iter()
+            .filter(|c| !self.turn_iocost_off(c, &mut report))
+            .collect();
+        // A turn-off that failed is tried again as a full undo; its entry stays until then.
+        self.settle(&[], &mut report);
+        let mut rest = self.undo(&not_ours).await;
+        self.settle(&not_ours, &mut rest);
+        report.merge(rest);
         report
+    }
+
+    /// Writes back the `io.cost.qos` from before `change` turned iocost on, where iocost is on
+    /// with ioshield's settings, and keeps the entry: the disk's model stays set up. Returns
+    /// false, writing nothing, where the disk's iocost is not as ioshield left it.
+    fn turn_iocost_off(&self, change: &Change, r: &mut UndoReport) -> bool {
+        let Change::Iocost { device, qos, .. } = change else {
+            return false;
+        };
+        let (Some(fs), Some(dev)) = (self.iocost_root(), DevId::parse(device)) else {
+            return false;
+        };
+        let now = cgroups::iocost_lines(&fs.root, dev).unwrap_or_default();
+        if !now.qos.as_deref().is_some_and(is_ours)
+            || !now.model.as_deref().is_some_and(is_our_model)
+        {
+            return false;
+        }
+        let line = format!("{device} {}", restoring_qos(qos.as_deref()));
+        match fs.write_file(std::path::Path::new("/"), "io.cost.qos", &line) {
+            Ok(()) => r.restored += 1,
+            Err(e) => r.fail(change, format!("turning iocost off on {device}: {e}")),
+        }
+        true
     }
 
     /// `limits` as they can be carried out: iocost turned on (or its model moved) where they
@@ -501,7 +562,10 @@ impl Actuator {
             return r.fail(change, format!("`{device}` is not a device number"));
         };
         let now = cgroups::iocost_lines(&fs.root, dev).unwrap_or_default();
-        if !now.qos.as_deref().is_some_and(is_ours) {
+        let qos_ours = now.qos.as_deref().is_some_and(is_ours);
+        // Off with ioshield's model: set up ahead, or turned off again after a release.
+        let set_up = !now.enabled() && now.model.as_deref().is_some_and(is_our_model);
+        if !qos_ours && !set_up {
             if now
                 != (IocostLines {
                     model: model.clone(),
@@ -517,9 +581,12 @@ impl Actuator {
         let root = std::path::Path::new("/");
         let qos = restoring_qos(qos.as_deref());
         let model = restoring_model(model.as_deref());
-        let result = fs
-            .write_file(root, "io.cost.qos", &format!("{device} {qos}"))
-            .and_then(|()| fs.write_file(root, "io.cost.model", &format!("{device} {model}")));
+        let result = if qos_ours {
+            fs.write_file(root, "io.cost.qos", &format!("{device} {qos}"))
+        } else {
+            Ok(())
+        }
+        .and_then(|()| fs.write_file(root, "io.cost.model", &format!("{device} {model}")));
         match result {
             Ok(()) => r.restored += 1,
             Err(e) => r.fail(change, format!("restoring iocost on {device}: {e}")),
@@ -552,6 +619,21 @@ fn restoring_model(previous: Option<&str>) -> String {
         Some(line) if !is_auto(line) => line.to_string(),
         _ => "ctrl=auto".into(),
     }
+}
+
+/// A line with single spaces, as [`model_line`] and [`Model::qos_line`] write it.
+fn normalised(line: &str) -> String {
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Whether `model` is a line [`model_line`] writes.
+fn is_our_model(model: &str) -> bool {
+    let model = normalised(model);
+    model
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("wbps="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .is_some_and(|wbps| model_line(wbps) == model)
 }
 
 fn is_auto(line: &str) -> bool {
@@ -737,34 +819,140 @@ mod tests {
             UndoReport::default()
         );
         assert_eq!(qos(), format!("254:16 {QOS}"));
-        // Released again, and the disk quiet: put back, forgotten.
+        // Released again, and the disk quiet: off again, its model and entry kept for the next
+        // restriction, all put back at exit.
         let entries = actuator.journal.changes().to_vec();
         actuator.keep_iocost_on(&entries).unwrap();
         let r = actuator.settle_lingering(|d| d == dev).await;
         assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
         assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
-        assert!(actuator.journal.changes().is_empty());
-        assert_eq!(actuator.lingering.len(), 0);
-    }
-
-    /// Set up ahead, a disk's iocost is off with the kernel's automatic model, nothing is
-    /// journaled, and a disk with lines of its own (someone's, or set up already) is left as is.
-    #[test]
-    fn iocost_is_set_up_off_ahead_of_a_restriction() {
-        let (_dir, mut actuator, dev, root, _fs) = bed();
         let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
-        actuator.prepare_iocost(dev);
+        assert!(model().contains(" wbps=30000000 "), "{}", model());
+        assert_eq!(state(&root, dev), State::Off);
+        assert_eq!((owner(&actuator), actuator.lingering.len()), (0, 0));
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(left.len(), 1);
+        // The next restriction only turns it on.
+        actuator.stopwatch = super::super::Stopwatch::start();
+        assert!(
+            actuator
+                .set_iocost(&fs, 3, dev, Model::pinned(30_000_000))
+                .unwrap()
+        );
+        assert_eq!(actuator.stopwatch.steps(), ["iocost qos"]);
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        let entries = actuator.journal.changes().to_vec();
+        actuator.keep_iocost_on(&entries).unwrap();
+        actuator.settle_lingering(|_| true).await;
+        let r = actuator.release_all().await;
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
         assert_eq!(model(), "254:16 ctrl=auto");
         assert!(actuator.journal.changes().is_empty());
+    }
+
+    /// Set up ahead, a disk's iocost is off with the model a restriction would turn it on
+    /// with, journaled; the restriction then only turns it on, and exit puts the disk back. A
+    /// disk with someone else's model, or iocost on, is left as is.
+    #[tokio::test]
+    async fn iocost_is_set_up_off_ahead_of_a_restriction() {
+        let (dir, mut actuator, dev, root, fs) = bed();
+        let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
+        let qos = || std::fs::read_to_string(root.join("io.cost.qos")).unwrap();
+        actuator.prepare_iocost(dev, Model::held(25_000_000));
+        assert_eq!(model(), format!("254:16 {}", model_line(25_000_000)));
+        assert_eq!(qos(), "");
+        assert_eq!(state(&root, dev), State::Off);
+        let (_, left) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert_eq!(
+            left,
+            [Change::Iocost {
+                restriction: crate::act::SHARED,
+                device: "254:16".into(),
+                model: None,
+                qos: None
+            }]
+        );
+        // Once is enough.
+        actuator.prepare_iocost(dev, Model::held(40_000_000));
+        assert_eq!(model(), format!("254:16 {}", model_line(25_000_000)));
+        assert_eq!(actuator.journal.changes().len(), 1);
+
+        actuator.stopwatch = super::super::Stopwatch::start();
+        assert!(
+            actuator
+                .set_iocost(&fs, 1, dev, Model::held(25_000_000))
+                .unwrap()
+        );
+        assert_eq!(actuator.stopwatch.steps(), ["iocost qos"]);
+        assert_eq!(qos(), format!("254:16 {QOS}"));
+        assert_eq!(actuator.journal.changes().len(), 1);
+        // A speed measured since: the model moves too.
+        actuator.stopwatch = super::super::Stopwatch::start();
+        actuator
+            .set_iocost(&fs, 1, dev, Model::pinned(30_000_000))
+            .unwrap();
+        assert_eq!(actuator.stopwatch.steps(), ["iocost model"]);
+
+        // Killed now, the next start puts the disk back (off as it was, automatic model).
+        drop(actuator);
+        let (journal, leftovers) = Journal::open(&dir.path().join("state.json")).unwrap();
+        let mut next = Actuator::new(journal, Some(fs.clone()), None);
+        let r = next.recover(leftovers).await;
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
+        assert_eq!(model(), "254:16 ctrl=auto");
+        // Set up again, never turned on, and put back at exit.
+        next.prepare_iocost(dev, Model::pinned(30_000_000));
+        assert!(model().contains(" wbps=30000000 "), "{}", model());
+        let r = next.release_all().await;
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+        assert_eq!(model(), "254:16 ctrl=auto");
+        assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
+        assert!(next.journal.changes().is_empty());
+
+        let (_dir, mut actuator, dev, root, _fs) = bed();
+        let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
         let foreign = "254:16 ctrl=user model=linear rbps=1 rseqiops=1 rrandiops=1 wbps=1 \
                        wseqiops=1 wrandiops=1";
         std::fs::write(root.join("io.cost.model"), foreign).unwrap();
-        actuator.prepare_iocost(dev);
+        actuator.prepare_iocost(dev, Model::held(25_000_000));
         assert_eq!(model(), foreign);
         std::fs::write(root.join("io.cost.model"), "").unwrap();
         std::fs::write(root.join("io.cost.qos"), "254:16 enable=1 ctrl=user").unwrap();
-        actuator.prepare_iocost(dev);
+        actuator.prepare_iocost(dev, Model::held(25_000_000));
         assert_eq!(model(), "");
+        assert!(actuator.journal.changes().is_empty());
+    }
+
+    /// An administrator who turns iocost on over the model set up ahead keeps it: neither
+    /// line is put back under them.
+    #[tokio::test]
+    async fn iocost_turned_on_by_someone_over_the_set_up_is_left_to_them() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        actuator.prepare_iocost(dev, Model::held(25_000_000));
+        std::fs::write(root.join("io.cost.qos"), "254:16 enable=1 ctrl=auto").unwrap();
+        // Not taken over by a restriction either.
+        assert!(
+            !actuator
+                .set_iocost(&fs, 1, dev, Model::held(25_000_000))
+                .unwrap()
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            "254:16 enable=1 ctrl=auto"
+        );
+        let r = actuator.release_all().await;
+        assert_eq!(
+            (r.restored, r.kept.len(), r.errors.len()),
+            (0, 1, 0),
+            "{r:?}"
+        );
+        assert!(
+            std::fs::read_to_string(root.join("io.cost.model"))
+                .unwrap()
+                .contains(" wbps=25000000 ")
+        );
     }
 
     #[test]

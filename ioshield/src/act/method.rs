@@ -186,17 +186,11 @@ impl Method {
     }
 
     /// The iocost ioshield turned on for the offender's disk, if that is what holds it.
-    fn iocost_model(&self) -> Option<iocost::Model> {
+    pub fn iocost_model(&self) -> Option<iocost::Model> {
         match self.write()? {
             WriteControl::Weight { model, .. } => model,
             WriteControl::Limit(_) => None,
         }
-    }
-
-    /// Whether restricting this way turns iocost on for the disk (where it is not someone
-    /// else's).
-    pub fn turns_iocost_on(&self) -> bool {
-        self.iocost_model().is_some()
     }
 
     /// Whether the offender is held under iocost ioshield turned on, whose model pins the

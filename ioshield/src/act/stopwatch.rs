@@ -39,6 +39,12 @@ impl Stopwatch {
     pub fn total(&self) -> Duration {
         self.last - self.started
     }
+
+    /// The steps lapped so far, in order.
+    #[cfg(test)]
+    pub fn steps(&self) -> Vec<&'static str> {
+        self.laps.iter().map(|(step, _)| *step).collect()
+    }
 }
 
 fn ms(d: Duration) -> String {

@@ -105,12 +105,17 @@ impl DiskRuntime {
                 disk.label(),
                 policy.max_flush_seconds
             ),
-            Trigger::Burst { bytes, seconds } => format!(
-                "dirtied {} in {:.0} ms on {}, faster than the disk's {}",
+            Trigger::Burst {
+                bytes,
+                seconds,
+                judged_after,
+            } => format!(
+                "dirtied {} in {:.0} ms on {}, faster than the disk's {} (judged {:.0} ms after)",
                 crate::display::show_bytes(bytes),
                 seconds * 1000.0,
                 disk.label(),
-                show_rate(bw)
+                show_rate(bw),
+                judged_after.as_secs_f64() * 1000.0
             ),
         };
         let verb = if *method == Method::DryRun {

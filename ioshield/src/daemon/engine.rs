@@ -24,7 +24,7 @@ use crate::{
         drain::{self, Verdict},
         eligibility::Eligibility,
         offender,
-        policy::{Candidate, Decision, Inputs},
+        policy::{BurstReport, Candidate, Decision, Inputs},
         rates::Rates,
     },
     display::{show_bytes, show_rate},
@@ -201,6 +201,13 @@ impl Engine {
         for (disk, _) in &fresh {
             self.metrics.burst(disk);
         }
+        // A disk holds one restriction at a time (`DiskState::step`): a report on a disk that
+        // holds one, its own offender's included (the kernel reports it every window it
+        // outruns the disk), decides nothing, and a step for it would only cost CPU.
+        let fresh: Vec<(Disk, Burst)> = fresh
+            .into_iter()
+            .filter(|(d, _)| self.disks.get(d).is_none_or(|rt| rt.state.held.is_none()))
+            .collect();
         if fresh.is_empty() {
             return Ok(false);
         }
@@ -307,7 +314,10 @@ impl Engine {
             .await;
         self.metrics.undone_changes.inc_by(settled.restored as u64);
         if settled.restored > 0 {
-            tracing::info!("iocost put back on a disk no restriction holds now");
+            tracing::info!(
+                "iocost off again on a disk no restriction holds now (its model kept for the \
+                 next restriction there)"
+            );
         }
         for e in &settled.errors {
             tracing::warn!("putting iocost back: {e}");
@@ -342,16 +352,16 @@ impl Engine {
         let elsewhere = self.held_elsewhere(disk);
         let burst = self
             .burst_on(disk, tree)
-            .filter(|(c, _, _)| !elsewhere.contains(&c.pid));
+            .filter(|b| !elsewhere.contains(&b.offender.pid));
         self.know(disk);
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
         if !self.disks.contains_key(disk)
-            && method_for(disk, &policy, estimate, &self.cgroup_action)
+            && let Some(model) = method_for(disk, &policy, estimate, &self.cgroup_action)
                 .0
-                .turns_iocost_on()
+                .iocost_model()
         {
-            actuator.prepare_iocost(disk.id);
+            actuator.prepare_iocost(disk.id, model);
         }
         let rt = self.disks.entry(disk.clone()).or_default();
         // The measured speed moves with every backlog: say when it changed a lot, but
@@ -395,16 +405,19 @@ impl Engine {
         let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
         // A burst names the process that wrote; when the subtree the tick would choose holds
         // it (a shell looping over short-lived writers, a build), that subtree is the offender.
-        let burst = burst.map(|(b, bytes, secs)| match candidate {
-            Some(c) if c.pid != b.pid && tree.ancestry(b.pid).any(|p| p == c.pid) => (
-                Candidate {
-                    pid: c.pid,
-                    score: c.score.max(b.score),
-                },
-                bytes,
-                secs,
-            ),
-            _ => (b, bytes, secs),
+        let burst = burst.map(|b| match candidate {
+            Some(c)
+                if c.pid != b.offender.pid && tree.ancestry(b.offender.pid).any(|p| p == c.pid) =>
+            {
+                BurstReport {
+                    offender: Candidate {
+                        pid: c.pid,
+                        score: c.score.max(b.offender.score),
+                    },
+                    ..b
+                }
+            }
+            _ => b,
         });
         rt.writers = Self::top_writers(&self.eligibility, tree, &scores);
         let held_root = rt.state.held.as_ref().map(|h| h.root);
@@ -634,8 +647,8 @@ impl Engine {
     }
 
     /// The choosable process with the fastest burst reported on `disk`, if any.
-    fn burst_on(&mut self, disk: &Disk, tree: &ProcessTree) -> Option<(Candidate, u64, f64)> {
-        let mut best: Option<(Candidate, u64, f64)> = None;
+    fn burst_on(&mut self, disk: &Disk, tree: &ProcessTree) -> Option<BurstReport> {
+        let mut best: Option<BurstReport> = None;
         for (_, b) in self.bursts.iter().filter(|(d, _)| d == disk) {
             let choosable = tree
                 .get(b.pid)
@@ -650,15 +663,16 @@ impl Engine {
                 None => continue,
             }
             let rate = b.bytes_per_sec();
-            if best.as_ref().is_none_or(|(c, _, _)| rate > c.score) {
-                best = Some((
-                    Candidate {
+            if best.as_ref().is_none_or(|c| rate > c.offender.score) {
+                best = Some(BurstReport {
+                    offender: Candidate {
                         pid: b.pid,
                         score: rate,
                     },
-                    b.bytes,
-                    b.elapsed.as_secs_f64(),
-                ));
+                    bytes: b.bytes,
+                    seconds: b.elapsed.as_secs_f64(),
+                    crossed: b.crossed,
+                });
             }
         }
         best

@@ -19,8 +19,23 @@ pub enum Trigger {
     /// Backlog flush time over `max_flush_seconds`, with this offender still adding to it.
     FlushTime(f64),
     /// The kernel saw it dirty this many bytes in this many seconds, faster than the disk
-    /// writes: restricted before a backlog exists rather than after.
-    Burst { bytes: u64, seconds: f64 },
+    /// writes: restricted before a backlog exists rather than after. `judged_after`: from the
+    /// kernel's crossing to this decision.
+    Burst {
+        bytes: u64,
+        seconds: f64,
+        judged_after: Duration,
+    },
+}
+
+/// A kernel burst report of a choosable process, as the decision sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BurstReport {
+    pub offender: Candidate,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// When the kernel saw the limit crossed.
+    pub crossed: Instant,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -57,19 +72,23 @@ pub struct Inputs {
     pub bandwidth: f64,
     pub flush_seconds: Option<f64>,
     /// A choosable process the kernel reported since the last decision, with what it dirtied.
-    pub burst: Option<(Candidate, u64, f64)>,
+    pub burst: Option<BurstReport>,
 }
 
 impl DiskState {
     pub fn step(&mut self, i: &Inputs, p: &DevicePolicy) -> Option<Decision> {
         match &mut self.held {
             None => {
-                if let Some((o, bytes, seconds)) = i.burst
+                if let Some(b) = i.burst
                     && p.burst_seconds > 0.0
                 {
                     return Some(Decision::Restrict {
-                        offender: o,
-                        trigger: Trigger::Burst { bytes, seconds },
+                        offender: b.offender,
+                        trigger: Trigger::Burst {
+                            bytes: b.bytes,
+                            seconds: b.seconds,
+                            judged_after: i.now.saturating_duration_since(b.crossed),
+                        },
                     });
                 }
                 let o = i.offender?;
@@ -216,16 +235,23 @@ mod tests {
         let mut s = DiskState::default();
         let mut i = inputs(Instant::now(), 0.0, 0.0);
         i.offender = None;
-        i.burst = Some((Candidate { pid: 7, score: 9e7 }, 9_000_000, 0.1));
+        let crossed = i.now - Duration::from_millis(12);
+        i.burst = Some(BurstReport {
+            offender: Candidate { pid: 7, score: 9e7 },
+            bytes: 9_000_000,
+            seconds: 0.1,
+            crossed,
+        });
         assert!(matches!(
             s.step(&i, &p),
             Some(Decision::Restrict {
                 offender: Candidate { pid: 7, .. },
                 trigger: Trigger::Burst {
                     bytes: 9_000_000,
+                    judged_after,
                     ..
                 },
-            })
+            }) if judged_after == Duration::from_millis(12)
         ));
         p.burst_seconds = 0.0;
         assert_eq!(s.step(&i, &p), None);

@@ -1,6 +1,9 @@
 //! The kernel's burst reports (a process dirtying faster than its disk writes), and the per-disk
 //! limits the kernel checks them against.
-use std::{collections::HashMap, time::Duration};
+use std::{
+    collections::HashMap,
+    time::{Duration, Instant},
+};
 
 use anyhow::{Context as _, Result};
 use aya::{
@@ -12,13 +15,14 @@ use tokio::io::{Interest, unix::AsyncFd};
 
 use crate::system::devices::DevId;
 
-/// One report: `pid` dirtied `bytes` on `dev` within `elapsed`.
+/// One report: `pid` dirtied `bytes` on `dev` within `elapsed`, crossing the limit at `crossed`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Burst {
     pub pid: u32,
     pub dev: DevId,
     pub bytes: u64,
     pub elapsed: Duration,
+    pub crossed: Instant,
 }
 
 impl Burst {
@@ -51,6 +55,7 @@ impl BurstReader {
             let mut guard = self.ring.readable_mut().await?;
             let ring = guard.get_inner_mut();
             let mut out = Vec::new();
+            let (now, mono) = (Instant::now(), monotonic_ns());
             while let Some(item) = ring.next() {
                 if item.len() < size_of::<BurstEvent>() {
                     continue;
@@ -62,6 +67,10 @@ impl BurstReader {
                     dev: DevId::from_kernel(ev.dev),
                     bytes: ev.bytes,
                     elapsed: Duration::from_nanos(ev.elapsed_ns),
+                    // `Instant` reads CLOCK_MONOTONIC too, the kernel's clock for BPF programs.
+                    crossed: now
+                        .checked_sub(Duration::from_nanos(mono.saturating_sub(ev.at_ns)))
+                        .unwrap_or(now),
                 });
             }
             guard.clear_ready();
@@ -70,6 +79,15 @@ impl BurstReader {
             }
         }
     }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds, as `bpf_ktime_get_ns` counts.
+fn monotonic_ns() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        (t.tv_sec() as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec() as u64)
+    })
 }
 
 /// Writes the limits into the kernel's map, only when they change.

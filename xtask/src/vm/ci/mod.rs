@@ -343,18 +343,27 @@ fn set_up_at_start(run: &Path) -> Result<String> {
             text.lines().collect::<Vec<_>>().join("; ")
         );
     }
-    // And iocost set up (off) on the disk before the first restriction turned it on.
+    // And iocost set up (off, with its model) on the disk before the first restriction, which
+    // then only turned it on: no `iocost model` step in its line.
     let log = daemon_log(run)?;
     let first = |what: &str| log.lines().position(|l| l.contains(what));
-    match (first("iocost set up, off"), first("restrict pid")) {
-        (Some(set_up), Some(restrict)) if set_up < restrict => {}
+    let restrict = match (first("iocost set up, off"), first("restrict pid")) {
+        (Some(set_up), Some(restrict)) if set_up < restrict => log.lines().nth(restrict),
         (set_up, restrict) => bail!(
             "iocost not set up before the first restriction (set up at line {set_up:?}, first \
              restriction at line {restrict:?} of the daemon's log)"
         ),
+    };
+    let restrict = restrict.unwrap_or_default();
+    if restrict.contains("iocost model ") {
+        bail!("the first restriction wrote the iocost model set up ahead: {restrict}");
     }
+    let took = restrict
+        .split_once("processes, in ")
+        .and_then(|(_, t)| t.split(')').next())
+        .unwrap_or("?");
     Ok(format!(
-        "{}; iocost set up before the first restriction",
+        "{}; iocost set up before the first restriction, which took {took}",
         text.lines().collect::<Vec<_>>().join("; ")
     ))
 }
@@ -578,11 +587,20 @@ mod tests {
             "root: cpuset cpu io memory pids\nioshield: io memory\n",
         )
         .unwrap();
-        let set_up = "2026-11-25T12:00:01Z  INFO 254:0: iocost set up, off, with the kernel's \
-            automatic model, ahead of a restriction there\n";
-        let restrict = "2026-11-25T12:00:05Z  INFO restrict pid 140 (cp) dirtied 6.3 MB\n";
+        let set_up = "2026-11-25T12:00:01Z  INFO 254:0: iocost set up, off, modelled at \
+            25.0MB/s, ahead of a restriction there\n";
+        let restrict = "2026-11-25T12:00:05Z  INFO restrict pid 140 (cp) dirtied 6.3 MB ... \
+            (1 processes, in 61 ms: move 25 ms, iocost qos 33 ms)\n";
         std::fs::write(&log, format!("{set_up}{restrict}")).unwrap();
-        assert!(super::set_up_at_start(&dir).is_ok());
+        let ok = super::set_up_at_start(&dir).unwrap();
+        assert!(
+            ok.ends_with("which took 61 ms: move 25 ms, iocost qos 33 ms"),
+            "{ok}"
+        );
+        let slow = restrict.replace("move 25 ms,", "move 25 ms, iocost model 40 ms,");
+        std::fs::write(&log, format!("{set_up}{slow}")).unwrap();
+        let e = super::set_up_at_start(&dir).unwrap_err().to_string();
+        assert!(e.contains("wrote the iocost model set up ahead"), "{e}");
         std::fs::write(&log, format!("{restrict}{set_up}")).unwrap();
         let e = super::set_up_at_start(&dir).unwrap_err().to_string();
         assert!(
