@@ -33,6 +33,11 @@ fn paced_dd(dir: &std::path::Path) -> (std::process::Child, std::process::Child)
     (feed, dd)
 }
 
+/// The number in a log line between the first `before` and the next `after`.
+fn number_between(line: &str, before: &str, after: &str) -> Option<f64> {
+    line.split_once(before)?.1.split(after).next()?.parse().ok()
+}
+
 fn all_threads_idle(pid: u32) -> bool {
     let tids = threads(pid);
     !tids.is_empty() && tids.iter().all(|&t| ioprio(t) == Some(IOPRIO_IDLE))
@@ -106,11 +111,7 @@ fn a_burst_is_restricted_before_the_next_tick() {
     assert!(line.contains("faster than the disk"), "{line}");
     // The kernel's time of the crossing and the daemon's clock agree (both CLOCK_MONOTONIC): the
     // report was judged within a tick of it, not a clock's difference away.
-    let judged_ms: f64 = line
-        .split("(judged ")
-        .nth(1)
-        .and_then(|r| r.split(" ms after)").next())
-        .and_then(|v| v.parse().ok())
+    let judged_ms = number_between(&line, "(judged ", " ms after)")
         .unwrap_or_else(|| panic!("no '(judged N ms after)' in {line}"));
     assert!(judged_ms < 1000.0, "{line}");
 }
@@ -626,12 +627,8 @@ fn sighup_reloads_a_good_config_and_keeps_the_old_one_on_a_bad_one() {
     w.kill().unwrap();
     w.wait().unwrap();
     let line = line.expect("released after the writer calmed down");
-    let calm: f64 = line
-        .split(" for ")
-        .nth(1)
-        .and_then(|r| r.split('s').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no calm time in {line}"));
+    let calm =
+        number_between(&line, " for ", "s").unwrap_or_else(|| panic!("no calm time in {line}"));
     assert!(
         calm >= 5.0,
         "released after {calm}s calm with hold = 5s: {line}"

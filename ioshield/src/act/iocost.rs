@@ -10,7 +10,8 @@
 //! (`daemon::speed_probe`): on the 6.12 bed that held the committing load's longest pause to
 //! 0.49 (0.46-0.74) s from the first restriction, buffered writers' to 0.31-0.32 s, where `io.max`
 //! from the assumed speed left 1-3 s (docs/bench/iocost-adaptive.md, iocost-ceiling.md). The disk's
-//! previous settings are journaled first and written back after the release (`LINGER_MAX`), on
+//! previous settings are journaled first; its previous `io.cost.qos` is written back after the
+//! release (`LINGER_MAX`), the model set up ahead staying for the next restriction, and both on
 //! exit and after a crash.
 use anyhow::{Result, anyhow};
 
