@@ -643,11 +643,7 @@ const KEPT_MODEL_SLACK: f64 = 0.05;
 /// of `wanted`'s speed, else `wanted`. A rate held on a disk not yet measured is relative to its
 /// model, so only a pinned model is kept.
 fn kept_model(line: Option<&str>, wanted: Model) -> Model {
-    let have = line
-        .filter(|l| is_our_model(l))
-        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("wbps=")))
-        .and_then(|v| v.parse::<u64>().ok());
-    match have {
+    match line.and_then(our_model_wbps) {
         Some(have)
             if wanted.vrate == Vrate::Pinned
                 && (have as f64 - wanted.wbps as f64).abs()
@@ -666,12 +662,18 @@ fn normalised(line: &str) -> String {
 
 /// Whether `model` is a line [`model_line`] writes.
 fn is_our_model(model: &str) -> bool {
+    our_model_wbps(model).is_some()
+}
+
+/// The speed of a model line [`model_line`] wrote; `None` for any other line.
+fn our_model_wbps(model: &str) -> Option<u64> {
     let model = normalised(model);
-    model
+    let wbps = model
         .split_whitespace()
-        .find_map(|w| w.strip_prefix("wbps="))
-        .and_then(|v| v.parse::<u64>().ok())
-        .is_some_and(|wbps| model_line(wbps) == model)
+        .find_map(|w| w.strip_prefix("wbps="))?
+        .parse::<u64>()
+        .ok()?;
+    (model_line(wbps) == model).then_some(wbps)
 }
 
 fn is_auto(line: &str) -> bool {
