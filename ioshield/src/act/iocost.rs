@@ -291,24 +291,14 @@ impl Actuator {
             return;
         };
         let device = dev.to_string();
-        let recorded = self
-            .journal
-            .changes()
-            .iter()
-            .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
         let Some(before) = cgroups::iocost_lines(&fs.root, dev) else {
             return;
         };
         let automatic = before.model.as_deref().is_none_or(is_auto);
-        if recorded || before.enabled() || !automatic {
+        if self.iocost_journaled(&device) || before.enabled() || !automatic {
             return;
         }
-        let change = Change::Iocost {
-            restriction: super::SHARED,
-            device: device.clone(),
-            model: before.model.clone(),
-            qos: before.qos.clone(),
-        };
+        let change = iocost_entry(super::SHARED, &device, &before);
         if let Err(e) = self.journal.record(change.clone()) {
             tracing::warn!("{dev}: iocost not set up ahead: {e:#}");
             return;
@@ -344,13 +334,10 @@ impl Actuator {
             .ok_or_else(|| anyhow!("the kernel has no iocost"))?;
         // One restriction per disk at a time; a restriction that failed half-way leaves its
         // entry until exit, and the next one on the disk goes on with it.
-        let recorded = self
-            .journal
-            .changes()
-            .iter()
-            .any(|c| matches!(c, Change::Iocost { device: d, .. } if *d == device));
-        if recorded && before.enabled() && !before.qos.as_deref().is_some_and(is_ours) {
-            // Turned on by someone else over what ioshield had set up: theirs now.
+        let recorded = self.iocost_journaled(&device);
+        if before.enabled() && !(recorded && before.qos.as_deref().is_some_and(is_ours)) {
+            // Someone else's, even when set as ioshield would set it or turned on over what
+            // ioshield had set up.
             return Ok(None);
         }
         if recorded {
@@ -369,16 +356,7 @@ impl Actuator {
                 _ => false,
             })?;
         } else {
-            if before.enabled() {
-                // Someone else's, even when set as ioshield would set it.
-                return Ok(None);
-            }
-            self.journal.record(Change::Iocost {
-                restriction: id,
-                device: device.clone(),
-                model: before.model.clone(),
-                qos: before.qos.clone(),
-            })?;
+            self.journal.record(iocost_entry(id, &device, &before))?;
         }
         let root = std::path::Path::new("/");
         let model = if before.enabled() {
@@ -398,6 +376,14 @@ impl Actuator {
             self.stopwatch.lap("iocost qos");
         }
         Ok(Some(model))
+    }
+
+    /// Whether the journal holds ioshield's iocost set-up of `device`.
+    fn iocost_journaled(&self, device: &str) -> bool {
+        self.journal
+            .changes()
+            .iter()
+            .any(|c| matches!(c, Change::Iocost { device: d, .. } if d == device))
     }
 
     /// Keeps the iocost a released restriction had turned on (its journal entries) until the
@@ -601,6 +587,16 @@ impl Actuator {
             Ok(()) => r.restored += 1,
             Err(e) => r.fail(change, format!("restoring iocost on {device}: {e}")),
         }
+    }
+}
+
+/// The journal entry of restriction `id`'s iocost on `device`, whose lines were `before`.
+fn iocost_entry(id: u64, device: &str, before: &IocostLines) -> Change {
+    Change::Iocost {
+        restriction: id,
+        device: device.to_string(),
+        model: before.model.clone(),
+        qos: before.qos.clone(),
     }
 }
 
