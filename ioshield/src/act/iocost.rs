@@ -318,6 +318,43 @@ impl Actuator {
         }
     }
 
+    /// Moves the model of the iocost ioshield set up, off ([`Actuator::prepare_iocost`]), to
+    /// `model` when the disk's speed has moved more than [`KEPT_MODEL_SLACK`] from it, so that
+    /// the next restriction finds the model in place. The caller does this while the disk is
+    /// quiet: the write freezes the disk's queue until its writes in flight complete, which at
+    /// a restriction of the e2e's user unit took 1557 ms on a busy disk whose measured speed
+    /// had fallen from 26.3 to 18.2 MB/s since the set-up. Nothing moves while a restriction
+    /// holds iocost there, while iocost is on, or when the model is not ioshield's.
+    pub fn refresh_iocost_model(&mut self, dev: DevId, model: Model) {
+        let Some(fs) = self.iocost_root() else {
+            return;
+        };
+        let device = dev.to_string();
+        let Some(before) = cgroups::iocost_lines(&fs.root, dev) else {
+            return;
+        };
+        let held = self.journal.changes().iter().any(|c| {
+            matches!(c, Change::Iocost { device: d, restriction, .. }
+                if *d == device && *restriction != super::SHARED)
+        });
+        let Some(have) = before.model.as_deref().and_then(our_model_wbps) else {
+            return;
+        };
+        let close = (have as f64 - model.wbps as f64).abs() <= KEPT_MODEL_SLACK * model.wbps as f64;
+        if held || before.enabled() || !self.iocost_journaled(&device) || close {
+            return;
+        }
+        let line = format!("{device} {}", model_line(model.wbps));
+        match fs.write_file(std::path::Path::new("/"), "io.cost.model", &line) {
+            Ok(()) => tracing::info!(
+                "{dev}: iocost's model moved from {} to {}, off, for the next restriction there",
+                crate::display::show_rate(have as f64),
+                crate::display::show_rate(model.wbps as f64)
+            ),
+            Err(e) => tracing::debug!("{dev}: moving iocost's model: {e}"),
+        }
+    }
+
     /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
     /// ioshield turned on. The disk's settings are journaled before the first write. Returns
     /// the model in place (see [`kept_model`]), or `None`, changing nothing, when iocost on the
@@ -632,7 +669,7 @@ fn restoring_model(previous: Option<&str>) -> String {
 /// restriction of a user unit waited 1394 ms for one, its model set up at 23.8 MB/s and wanted
 /// at 24.3 (the measured speed moves a little between backlogs). A restriction's retune
 /// (`daemon::disk`) leaves a model for up to 20%; a restriction starts closer to the speed.
-const KEPT_MODEL_SLACK: f64 = 0.05;
+pub const KEPT_MODEL_SLACK: f64 = 0.05;
 
 /// The model to turn iocost on with, given the disk's `io.cost.model` line: ioshield's own pinned
 /// model (set up ahead, or left by the last restriction) where it is within [`KEPT_MODEL_SLACK`]
@@ -968,6 +1005,39 @@ mod tests {
         actuator.prepare_iocost(dev, Model::held(25_000_000));
         assert_eq!(model(), "");
         assert!(actuator.journal.changes().is_empty());
+    }
+
+    /// The model set up ahead follows the disk's speed while iocost is off and no restriction
+    /// holds it, and only when the speed moved more than the slack; never someone else's.
+    #[tokio::test]
+    async fn the_model_set_up_ahead_follows_the_disks_speed() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        let model = || std::fs::read_to_string(root.join("io.cost.model")).unwrap();
+        actuator.prepare_iocost(dev, Model::pinned(26_300_000));
+        actuator.refresh_iocost_model(dev, Model::pinned(25_500_000));
+        assert!(model().contains(" wbps=26300000 "), "{}", model());
+        actuator.refresh_iocost_model(dev, Model::pinned(18_200_000));
+        assert!(model().contains(" wbps=18200000 "), "{}", model());
+        assert_eq!(actuator.journal.changes().len(), 1);
+
+        // A restriction holds it: its model is the restriction's.
+        actuator
+            .set_iocost(&fs, 1, dev, Model::pinned(18_200_000))
+            .unwrap();
+        actuator.refresh_iocost_model(dev, Model::pinned(30_000_000));
+        assert!(model().contains(" wbps=18200000 "), "{}", model());
+        let r = actuator.release_all().await;
+        assert_eq!((r.restored, r.errors.len()), (1, 0), "{r:?}");
+
+        // Not set up by ioshield, or someone else's model: left alone.
+        actuator.refresh_iocost_model(dev, Model::pinned(30_000_000));
+        assert_eq!(model(), "254:16 ctrl=auto");
+        actuator.prepare_iocost(dev, Model::pinned(20_000_000));
+        let foreign = "254:16 ctrl=user model=linear rbps=1 rseqiops=1 rrandiops=1 wbps=1 \
+                       wseqiops=1 wrandiops=1";
+        std::fs::write(root.join("io.cost.model"), foreign).unwrap();
+        actuator.refresh_iocost_model(dev, Model::pinned(30_000_000));
+        assert_eq!(model(), foreign);
     }
 
     /// An administrator who turns iocost on over the model set up ahead keeps it: neither

@@ -40,6 +40,8 @@ pub struct DiskRuntime {
     pub speed_probe: SpeedProbe,
     /// A release waiting for the backlog the restriction's writers left.
     pub drain: Option<crate::detect::drain::Drain>,
+    /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
+    pub model_matched: Option<(f64, Instant)>,
 }
 
 /// What carrying out a decision touches besides the disk itself.

@@ -16,7 +16,7 @@ use super::{
     status::{self, Status},
 };
 use crate::{
-    act::{Actuator, CgroupAction, Method, method::method_for},
+    act::{Actuator, CgroupAction, Method, iocost, method::method_for},
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
@@ -46,6 +46,9 @@ const QUIET_QUEUE: f64 = 1.0;
 /// off at the next tick let them flood the disk (commit paused 0.36-0.48 s right after, in 2 of
 /// 3 runs on 6.12 with the speed known).
 const QUIET_BACKLOG: f64 = 4.0 * 1024.0 * 1024.0;
+/// How often a quiet disk's iocost model set up ahead is matched to its measured speed at most:
+/// each write freezes the disk's queue a moment, and the speed moves with every backlog.
+const MODEL_MATCH_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Engine {
     config: Config,
@@ -304,14 +307,14 @@ impl Engine {
         self.set_burst_limits(probe);
         // iocost left on after a release goes once the released writer's backlog is written
         // and the disk's queue is short.
-        let settled = actuator
-            .settle_lingering(|dev| {
-                backlog < QUIET_BACKLOG
-                    && sample.disks.get(&dev).is_none_or(|d| {
-                        d.writing() / sample.disks_elapsed.as_secs_f64().max(1e-3) < QUIET_QUEUE
-                    })
-            })
-            .await;
+        let quiet = |dev: DevId| {
+            backlog < QUIET_BACKLOG
+                && sample.disks.get(&dev).is_none_or(|d| {
+                    d.writing() / sample.disks_elapsed.as_secs_f64().max(1e-3) < QUIET_QUEUE
+                })
+        };
+        let settled = actuator.settle_lingering(quiet).await;
+        self.match_iocost_models(actuator, quiet);
         self.metrics.undone_changes.inc_by(settled.restored as u64);
         if settled.restored > 0 {
             tracing::info!(
@@ -340,6 +343,45 @@ impl Engine {
         Ok(())
     }
 
+    /// Moves iocost's model set up ahead on each quiet disk no restriction holds to the disk's
+    /// speed when that has moved more than [`iocost::KEPT_MODEL_SLACK`], at most once every
+    /// [`MODEL_MATCH_EVERY`]: the next restriction there then only turns iocost on.
+    fn match_iocost_models(&mut self, actuator: &mut Actuator, quiet: impl Fn(DevId) -> bool) {
+        let due: Vec<Disk> = self
+            .disks
+            .iter()
+            .filter(|(disk, rt)| {
+                rt.restriction.is_none()
+                    && rt
+                        .model_matched
+                        .is_some_and(|(_, at)| at.elapsed() >= MODEL_MATCH_EVERY)
+                    && quiet(disk.id)
+            })
+            .map(|(disk, _)| disk.clone())
+            .collect();
+        for disk in due {
+            let policy = self.policy(&disk);
+            let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
+            let bw = estimate.bytes_per_sec;
+            let Some(rt) = self.disks.get_mut(&disk) else {
+                continue;
+            };
+            if rt
+                .model_matched
+                .is_some_and(|(at, _)| (bw / at - 1.0).abs() <= iocost::KEPT_MODEL_SLACK)
+            {
+                continue;
+            }
+            rt.model_matched = Some((bw, Instant::now()));
+            if let Some(model) = method_for(&disk, &policy, estimate, &self.cgroup_action)
+                .0
+                .iocost_model()
+            {
+                actuator.refresh_iocost_model(disk.id, model);
+            }
+        }
+    }
+
     async fn step_disk(
         &mut self,
         disk: &Disk,
@@ -356,14 +398,16 @@ impl Engine {
         self.know(disk);
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
-        if !self.disks.contains_key(disk)
+        let first_sight = !self.disks.contains_key(disk);
+        let rt = self.disks.entry(disk.clone()).or_default();
+        if first_sight
             && let Some(model) = method_for(disk, &policy, estimate, &self.cgroup_action)
                 .0
                 .iocost_model()
         {
             actuator.prepare_iocost(disk.id, model);
+            rt.model_matched = Some((bw, now));
         }
-        let rt = self.disks.entry(disk.clone()).or_default();
         // The measured speed moves with every backlog: say when it changed a lot, but
         // at most once a minute (each decision line shows the value used anyway).
         if rt
@@ -489,7 +533,7 @@ impl Engine {
                 // would take the disk from everyone else at their weight.
                 let backlog = rt.restriction.and_then(|id| fx.actuator.backlog(id));
                 let delay = crate::system::vmstat::writeback_delay;
-                let drained = match drain::judge(backlog, bw, delay, now, &mut rt.drain) {
+                let drained = match drain::judge(backlog, delay, now, &mut rt.drain) {
                     Verdict::Wait { started } => {
                         if started {
                             tracing::info!(

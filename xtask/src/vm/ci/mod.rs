@@ -157,15 +157,16 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // A writer that stops with hundreds of MiB dirty in its cgroup (no memory.high): its
             // release waits until that backlog is written, which kept the others' pauses at
             // 0.17-0.21 s where releasing at once stalled them 3-7 s (tests/vm/release-drain.sh).
-            // Its 350-400 MB, under the kernel's background threshold, may wait for their pages
-            // to expire (30 s) before anything writes them: released 19-44 s after the exit
-            // here, so the loads run 63 s past it.
+            // Its 330-430 MB, under the kernel's background threshold, wait for their inode to
+            // expire (30 s after the writeback that stopped half-way at the exit) before
+            // anything writes them: released 19-46 s after the exit here, once more than 63 s
+            // (CI, 6.12, stop 34), so the loads run 78 s past it.
             let drained = stall_as(
                 "ioshield-drain",
                 "ioshield",
                 &[
                     "BANDWIDTH=30MB/s",
-                    "DURATION=75",
+                    "DURATION=90",
                     "OFFENDER_STOP=12",
                     "IOSHIELD_DEVICE=memory_high = \"off\"",
                 ],
