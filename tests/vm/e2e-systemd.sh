@@ -612,6 +612,19 @@ mkdir -p "$UCTL" "$DATA/e2euser"
 chown e2euser "$DATA/e2euser"
 chmod 755 "$UCTL"
 cp "$CTL/backup.pl" "$UCTL/backup.pl"
+# On a quiet disk no restriction holds, the model set up ahead follows the speed the daemon
+# judges the disk at (engine.rs match_iocost_models): the user unit's restriction then finds it
+# in place and only turns iocost on, where it once waited 1557 ms for a model write.
+judged_mbps() {
+    ioshield status 2>/dev/null | awk -v d="($DEVNUM):" '$2 == d && $3 == "bandwidth" {print $4}'
+}
+model_follows() {
+    awk -v m="$(model_wbps)" -v b="$(judged_mbps)" \
+        'BEGIN { b *= 1e6; exit !(m > 0 && b > 0 && (m - b) ^ 2 <= (0.05 * b) ^ 2) }'
+}
+wait_for 60 model_follows
+check model-follows-speed "io.cost.model wbps=$(model_wbps), the disk judged at $(judged_mbps) MB/s: $(journal_since "$T0" | grep "model moved" | tail -n 1)" \
+    model_follows
 T9=$(date +%s)
 usys systemd-run --user --unit=user-backup perl "$UCTL/backup.pl" "$DATA/e2euser/backup" "$UCTL" \
     > "$RESULTS/user-run.log" 2>&1
@@ -628,6 +641,7 @@ URESTRICT=$(journal_since "$T9" | grep -m1 "^restrict pid ${UPID:-none} ")
 log "journal: ${URESTRICT:-no restrict line}"
 check user-unit-restricted "no 'restrict pid ${UPID:-?}' within 120 s: $(journal_since "$T9" | grep -E 'restrict|cannot' | head -n 3 | tr '\n' ' ')" \
     test -n "$URESTRICT"
+check user-unit-model-in-place "$URESTRICT" eval '! echo "$URESTRICT" | grep -q "iocost model "'
 check user-unit-through-its-manager "not limited in place through user $UUID_'s systemd: $URESTRICT" \
     eval 'echo "$URESTRICT" | grep -q "on user-backup.service itself through user $UUID_.s systemd"'
 check user-unit-not-moved "cgroup is $(cgroup_of "${UPID:-0}")" \

@@ -324,25 +324,29 @@ impl Actuator {
     /// quiet: the write freezes the disk's queue until its writes in flight complete, which at
     /// a restriction of the e2e's user unit took 1557 ms on a busy disk whose measured speed
     /// had fallen from 26.3 to 18.2 MB/s since the set-up. Nothing moves while a restriction
-    /// holds iocost there, while iocost is on, or when the model is not ioshield's.
-    pub fn refresh_iocost_model(&mut self, dev: DevId, model: Model) {
+    /// holds iocost there, while iocost is on, or when the model is not ioshield's. Returns
+    /// `false` when iocost is on or held there now, so that the caller looks again later.
+    pub fn refresh_iocost_model(&mut self, dev: DevId, model: Model) -> bool {
         let Some(fs) = self.iocost_root() else {
-            return;
+            return true;
         };
         let device = dev.to_string();
         let Some(before) = cgroups::iocost_lines(&fs.root, dev) else {
-            return;
+            return true;
         };
         let held = self.journal.changes().iter().any(|c| {
             matches!(c, Change::Iocost { device: d, restriction, .. }
                 if *d == device && *restriction != super::SHARED)
         });
+        if held || before.enabled() {
+            return false;
+        }
         let Some(have) = before.model.as_deref().and_then(our_model_wbps) else {
-            return;
+            return true;
         };
         let close = (have as f64 - model.wbps as f64).abs() <= KEPT_MODEL_SLACK * model.wbps as f64;
-        if held || before.enabled() || !self.iocost_journaled(&device) || close {
-            return;
+        if close || !self.iocost_journaled(&device) {
+            return true;
         }
         let line = format!("{device} {}", model_line(model.wbps));
         match fs.write_file(std::path::Path::new("/"), "io.cost.model", &line) {
@@ -353,6 +357,7 @@ impl Actuator {
             ),
             Err(e) => tracing::debug!("{dev}: moving iocost's model: {e}"),
         }
+        true
     }
 
     /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
@@ -1016,7 +1021,7 @@ mod tests {
         actuator.prepare_iocost(dev, Model::pinned(26_300_000));
         actuator.refresh_iocost_model(dev, Model::pinned(25_500_000));
         assert!(model().contains(" wbps=26300000 "), "{}", model());
-        actuator.refresh_iocost_model(dev, Model::pinned(18_200_000));
+        assert!(actuator.refresh_iocost_model(dev, Model::pinned(18_200_000)));
         assert!(model().contains(" wbps=18200000 "), "{}", model());
         assert_eq!(actuator.journal.changes().len(), 1);
 

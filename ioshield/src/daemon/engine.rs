@@ -372,13 +372,15 @@ impl Engine {
             {
                 continue;
             }
-            rt.model_matched = Some((bw, Instant::now()));
-            if let Some(model) = method_for(&disk, &policy, estimate, &self.cgroup_action)
+            let matched = method_for(&disk, &policy, estimate, &self.cgroup_action)
                 .0
                 .iocost_model()
-            {
-                actuator.refresh_iocost_model(disk.id, model);
-            }
+                .is_none_or(|model| actuator.refresh_iocost_model(disk.id, model));
+            // iocost still on after a release: the same speed is looked at again later.
+            rt.model_matched = match (matched, rt.model_matched) {
+                (false, Some((at, _))) => Some((at, Instant::now())),
+                _ => Some((bw, Instant::now())),
+            };
         }
     }
 
