@@ -143,15 +143,29 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // the steps at 10 and 15 s, each after its window; the writer runs 29 s so that the
             // forced steps after them are logged too (6.12's held writer sometimes shows room
             // only at the second).
-            let fast = stall_at(
-                "ioshield-fast",
-                "ioshield",
-                &["BANDWIDTH=auto", "DURATION=35", "OFFENDER_STOP=32"],
-                Some(FAST_DISK_BPS),
-            )
-            .and_then(|p| {
-                let probe = forced_by_room(&dir.join("ioshield-fast"))?;
-                Ok(format!("{probe}; {}", p.line()))
+            //
+            // Run again once when no room showed: on 6.12 the held writer, bound by its
+            // memory.high, sometimes does not use the held rate in the window (14.7 of 25 MB/s,
+            // under the 60% a window needs, `LISTENED_BUSY`), and the host's shared disk
+            // sometimes queues the fast disk's writes (0.44 in flight at 17.7 MB/s): room did not
+            // show in 1 of 4 runs and 1 of 1 `cargo xtask test` (stop 35). A probe that cannot
+            // see room on this disk fails both runs.
+            let fast_run = |name: &str| {
+                stall_at(
+                    name,
+                    "ioshield",
+                    &["BANDWIDTH=auto", "DURATION=35", "OFFENDER_STOP=32"],
+                    Some(FAST_DISK_BPS),
+                )
+                .and_then(|p| {
+                    let probe = forced_by_room(&dir.join(name))?;
+                    Ok(format!("{probe}; {}", p.line()))
+                })
+            };
+            let fast = fast_run("ioshield-fast").or_else(|first| {
+                fast_run("ioshield-fast-again")
+                    .map(|ok| format!("{ok} (on a second run; the first: {first:#})"))
+                    .map_err(|again| anyhow::anyhow!("{again:#}; a first run too: {first:#}"))
             });
             report(series, "ioshield-fast probe", fast);
             // A writer that stops with hundreds of MiB dirty in its cgroup (no memory.high): its
