@@ -344,8 +344,7 @@ impl Actuator {
         let Some(have) = before.model.as_deref().and_then(our_model_wbps) else {
             return true;
         };
-        let close = (have as f64 - model.wbps as f64).abs() <= KEPT_MODEL_SLACK * model.wbps as f64;
-        if close || !self.iocost_journaled(&device) {
+        if close_enough(have, model.wbps) || !self.iocost_journaled(&device) {
             return true;
         }
         let line = format!("{device} {}", model_line(model.wbps));
@@ -682,15 +681,16 @@ pub const KEPT_MODEL_SLACK: f64 = 0.05;
 /// model, so only a pinned model is kept.
 fn kept_model(line: Option<&str>, wanted: Model) -> Model {
     match line.and_then(our_model_wbps) {
-        Some(have)
-            if wanted.vrate == Vrate::Pinned
-                && (have as f64 - wanted.wbps as f64).abs()
-                    <= KEPT_MODEL_SLACK * wanted.wbps as f64 =>
-        {
+        Some(have) if wanted.vrate == Vrate::Pinned && close_enough(have, wanted.wbps) => {
             Model::pinned(have)
         }
         _ => wanted,
     }
+}
+
+/// Whether a model of `have` bytes per second may stand for `wanted` ([`KEPT_MODEL_SLACK`]).
+fn close_enough(have: u64, wanted: u64) -> bool {
+    (have as f64 - wanted as f64).abs() <= KEPT_MODEL_SLACK * wanted as f64
 }
 
 /// A line with single spaces, as [`model_line`] and [`Model::qos_line`] write it.
