@@ -366,10 +366,11 @@ impl Engine {
             let Some(rt) = self.disks.get_mut(&disk) else {
                 continue;
             };
-            if rt
-                .model_matched
-                .is_some_and(|(at, _)| (bw / at - 1.0).abs() <= iocost::KEPT_MODEL_SLACK)
+            // Looked at again in MODEL_MATCH_EVERY, whatever it finds: not every tick.
+            if let Some((at, _)) = rt.model_matched
+                && (bw / at - 1.0).abs() <= iocost::KEPT_MODEL_SLACK
             {
+                rt.model_matched = Some((at, Instant::now()));
                 continue;
             }
             let matched = method_for(&disk, &policy, estimate, &self.cgroup_action)
