@@ -8,8 +8,8 @@
 //! (docs/bench/memory-high-weight.md, `tests/vm/release-drain.sh`). While the machine's dirty
 //! memory is under the kernel's background threshold nothing writes the backlog until its
 //! inode expires, 30 s after it was dirtied, at the flusher's next round; a writeback that
-//! stopped half-way restarts that clock (on 6.12 a writer that stopped with 362 MB dirty had
-//! 50 MB written at once, then nothing for 26 s). So the wait goes on while the backlog keeps
+//! stopped half-way restarts that clock (on 6.12, of the 370 MiB dirty when a writer stopped,
+//! 55 MiB were written at once, then nothing for 31 s). So the wait goes on while the backlog keeps
 //! shrinking and gives up only after that delay without any of it written. A deadline from the
 //! first moment instead (the kernel's delay and twice the backlog at the disk's speed) ran out
 //! in one `vm ci` run with a writer's 335 MB still unwritten 62 s after it stopped. The wait is
