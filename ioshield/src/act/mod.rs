@@ -236,6 +236,19 @@ impl Actuator {
 
     /// Whether restriction `id` holds its disk under iocost ioshield turned on (its model pins
     /// the disk's rate), as carried out: a weight that fell back to a write limit does not.
+    /// Reaches user `uid`'s own systemd in the background, where restrictions go through
+    /// systemd (`Systemd::connect_ahead`).
+    pub fn connect_ahead(&self, uid: u32) {
+        if let Some(systemd) = &self.systemd {
+            systemd.connect_ahead(uid);
+        }
+    }
+
+    /// Whether restrictions go through systemd, whose user managers are reached ahead.
+    pub fn through_systemd(&self) -> bool {
+        self.systemd.is_some()
+    }
+
     pub fn pins_disk(&self, id: u64) -> bool {
         self.active.get(&id).is_some_and(|a| a.method.pins_disk())
     }
@@ -391,7 +404,9 @@ impl Actuator {
                 }) {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
-                systemd.set_limits(manager, &unit, l).await?;
+                systemd
+                    .set_limits(manager, &unit, l, &mut self.stopwatch)
+                    .await?;
                 *l = self.hold_unit(id, manager, &unit, l.clone()).await?;
             }
             // A different kind of action (the configuration changed): kept until release.

@@ -9,11 +9,17 @@ use zbus::{
     zvariant::{OwnedObjectPath, Value},
 };
 
-use super::method::{ScopeLimits, WriteControl};
+use super::{
+    method::{ScopeLimits, WriteControl},
+    stopwatch::Stopwatch,
+};
 use crate::system::{cgroups, host};
 
 /// How long a transient scope may take to start before the restriction counts as failed.
 const JOB_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the state of a scope being started is looked at, besides waiting for systemd's
+/// signal that its job ended.
+const JOB_POLL: std::time::Duration = std::time::Duration::from_millis(250);
 /// What systemd reads as "no limit" for bandwidth and memory properties, and as "not set" for
 /// weights (the kernel's default, 100, applies).
 const INFINITY: u64 = u64::MAX;
@@ -41,6 +47,15 @@ trait Manager {
     ) -> zbus::Result<()>;
 
     fn get_unit(&self, name: &str) -> zbus::Result<OwnedObjectPath>;
+
+    #[zbus(signal)]
+    fn job_removed(
+        &self,
+        id: u32,
+        job: zbus::zvariant::ObjectPath<'_>,
+        unit: &str,
+        result: &str,
+    ) -> zbus::Result<()>;
 
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
@@ -84,10 +99,69 @@ pub struct Systemd {
     /// The unified hierarchy's mount: only its root's `io.cost.*` are written there by ioshield
     /// itself (no unit owns them).
     root: std::path::PathBuf,
+    links: std::sync::Arc<Links>,
+}
+
+/// The connections to the managers, shared with the tasks that open them ahead.
+#[derive(Default)]
+struct Links {
     /// One connection per manager, opened on first use and again after any failed call:
     /// `systemctl restart dbus` leaves a dead connection behind, and every later lift would fail
     /// on it; a user manager comes and goes with the user's sessions.
     conns: std::sync::Mutex<std::collections::HashMap<Manager, Connection>>,
+    /// One connect at a time per manager: a restriction that needs a connection being opened
+    /// ahead waits for it instead of starting a second bridge.
+    dialing: std::sync::Mutex<
+        std::collections::HashMap<Manager, std::sync::Arc<tokio::sync::Mutex<()>>>,
+    >,
+    /// When a connection ahead to a user's manager was last tried: each try runs a bridge.
+    tried_ahead: std::sync::Mutex<std::collections::HashMap<u32, std::time::Instant>>,
+}
+
+/// How long after a connection ahead to a user's manager it may be tried again.
+const AHEAD_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
+impl Links {
+    fn get(&self, m: Manager) -> Option<Connection> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&m)
+            .cloned()
+    }
+
+    /// The manager's connection, opened now if there is none.
+    async fn connection(&self, m: Manager) -> Result<Connection> {
+        if let Some(c) = self.get(m) {
+            return Ok(c);
+        }
+        let gate = self
+            .dialing
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(m)
+            .or_default()
+            .clone();
+        let _dialing = gate.lock().await;
+        if let Some(c) = self.get(m) {
+            return Ok(c);
+        }
+        let c = connect(m)
+            .await
+            .with_context(|| format!("connecting to {}", manager_name(m)))?;
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(m, c.clone());
+        Ok(c)
+    }
+
+    fn forget(&self, m: Manager) {
+        self.conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&m);
+    }
 }
 
 /// A user's systemd is on that user's bus, in the user's runtime directory, which only the user
@@ -185,9 +259,15 @@ impl Systemd {
         let conn = connect(None)
             .await
             .map_err(|e| format!("cannot reach systemd over D-Bus: {e:#}"))?;
+        let links = Links::default();
+        links
+            .conns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(None, conn);
         Ok(Systemd {
             root,
-            conns: std::sync::Mutex::new([(None, conn)].into_iter().collect()),
+            links: std::sync::Arc::new(links),
         })
     }
 
@@ -198,30 +278,53 @@ impl Systemd {
         }
     }
 
+    /// The manager's connection, opened now if there is none.
     async fn connection(&self, m: Manager) -> Result<Connection> {
-        // Not held across the connect: the lock is a plain mutex.
-        if let Some(c) = self.conns.lock().unwrap_or_else(|e| e.into_inner()).get(&m) {
-            return Ok(c.clone());
-        }
-        let c = connect(m)
-            .await
-            .with_context(|| format!("connecting to {}", manager_name(m)))?;
-        self.conns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(m, c.clone());
-        Ok(c)
+        self.links.connection(m).await
     }
 
     /// Passes `result` on; after a failure the next call opens a new connection.
     fn checked<T>(&self, m: Manager, result: Result<T>) -> Result<T> {
         if result.is_err() {
-            self.conns
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&m);
+            self.links.forget(m);
         }
         result
+    }
+
+    /// Opens the connection to user `uid`'s manager in the background, if there is none, so
+    /// that a restriction there does not wait for it: reaching a user's systemd starts a bridge
+    /// (`systemd-run` and `systemd-stdio-bridge`), which took 1.2-1.4 s in the e2e's emulated
+    /// guest, all of it backlog the innocents paid for. Tried again [`AHEAD_RETRY`] after the
+    /// last try at the earliest.
+    pub fn connect_ahead(&self, uid: u32) {
+        if self.links.get(Some(uid)).is_some() {
+            return;
+        }
+        let now = std::time::Instant::now();
+        {
+            let mut tried = self
+                .links
+                .tried_ahead
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if tried
+                .get(&uid)
+                .is_some_and(|t| now.duration_since(*t) < AHEAD_RETRY)
+            {
+                return;
+            }
+            tried.insert(uid, now);
+        }
+        let links = self.links.clone();
+        tokio::spawn(async move {
+            match links.connection(Some(uid)).await {
+                Ok(_) => tracing::info!(
+                    "connected to user {uid}'s systemd ahead of a restriction there (its \
+                     processes write)"
+                ),
+                Err(e) => tracing::debug!("connecting ahead to user {uid}'s systemd: {e:#}"),
+            }
+        });
     }
 
     async fn manager(&self, m: Manager) -> Result<ManagerProxy<'static>> {
@@ -232,6 +335,8 @@ impl Systemd {
 
     /// Moves `pids` into a new scope `unit` in `slice`, limited as given. The scope stops when
     /// `bound_to` stops (a session ending, a service stopped) and carries its confinement.
+    /// `laps` times its steps.
+    #[allow(clippy::too_many_arguments)]
     pub async fn start_scope(
         &self,
         m: Manager,
@@ -240,6 +345,7 @@ impl Systemd {
         bound_to: &str,
         pids: &[u32],
         limits: &ScopeLimits,
+        laps: &mut Stopwatch,
     ) -> Result<()> {
         let mut props: Vec<(&str, Value<'_>)> = vec![
             ("Description", Value::from("I/O-restricted by ioshield")),
@@ -256,79 +362,126 @@ impl Systemd {
             props.push(("MemoryHigh", Value::from(m)));
         }
         props.extend(self.confinement(m, bound_to).await?);
-        let started = match self.manager(m).await {
-            Ok(p) => p
-                .start_transient_unit(unit, "fail", &props, &[])
-                .await
-                .with_context(|| format!("starting scope {unit}")),
-            Err(e) => Err(e),
-        };
-        self.checked(m, started)?;
-        self.wait_active(m, unit).await
+        laps.lap("confinement read");
+        let started = self.start_transient(m, unit, &props, laps).await;
+        laps.lap("scope active");
+        self.checked(m, started)
     }
 
-    /// `StartTransientUnit` returns once the job is queued; whether the scope started (and the
-    /// processes moved) is known only when the unit is active, or failed.
-    async fn wait_active(&self, m: Manager, unit: &str) -> Result<()> {
-        let deadline = std::time::Instant::now() + JOB_TIMEOUT;
+    /// `StartTransientUnit`, and the wait for its job to end: the call returns once the job is
+    /// queued, and whether the scope started (its processes moved) is known only then. systemd
+    /// signals the end of a job (`JobRemoved`) to the client that queued it; the unit's state
+    /// is also looked at every [`JOB_POLL`], should that signal not come through.
+    async fn start_transient(
+        &self,
+        m: Manager,
+        unit: &str,
+        props: &[(&str, Value<'_>)],
+        laps: &mut Stopwatch,
+    ) -> Result<()> {
+        use futures_util::StreamExt as _;
+        let manager = self.manager(m).await?;
+        // Asked for before the job exists: its end is signalled once.
+        let mut removed = manager
+            .receive_job_removed()
+            .await
+            .context("subscribing to systemd's job signals")?;
+        let job = manager
+            .start_transient_unit(unit, "fail", props, &[])
+            .await
+            .with_context(|| format!("starting scope {unit}"))?;
+        laps.lap("scope job");
+        let deadline = tokio::time::sleep(JOB_TIMEOUT);
+        tokio::pin!(deadline);
+        let mut poll = tokio::time::interval_at(tokio::time::Instant::now() + JOB_POLL, JOB_POLL);
         loop {
-            let state = self
-                .property_of(m, unit, "Unit", "ActiveState")
-                .await
-                .ok()
-                .and_then(|v| String::try_from(v).ok())
-                .unwrap_or_default();
+            let state = tokio::select! {
+                Some(signal) = removed.next() => {
+                    let Ok(args) = signal.args() else { continue };
+                    if args.job().as_str() != job.as_str() {
+                        continue;
+                    }
+                    match *args.result() {
+                        "done" => return Ok(()),
+                        result => anyhow::bail!(
+                            "systemd could not start {unit} (its job ended: {result})"
+                        ),
+                    }
+                }
+                _ = poll.tick() => self.active_state(m, unit).await,
+                _ = &mut deadline => {
+                    let state = self.active_state(m, unit).await;
+                    if state == "active" {
+                        return Ok(());
+                    }
+                    anyhow::bail!(
+                        "systemd did not start {unit} within {JOB_TIMEOUT:?} (state {state:?})"
+                    )
+                }
+            };
             match state.as_str() {
                 "active" => return Ok(()),
                 "failed" => anyhow::bail!("systemd could not start {unit} (its job failed)"),
-                _ if std::time::Instant::now() >= deadline => anyhow::bail!(
-                    "systemd did not start {unit} within {JOB_TIMEOUT:?} (state {state:?})"
-                ),
-                _ => tokio::time::sleep(std::time::Duration::from_millis(20)).await,
+                _ => {}
             }
         }
     }
 
-    /// A property of the unit's type-specific interface (`Service`, `Scope`, ...).
-    async fn unit_property(
+    /// The unit's `ActiveState`, empty when it cannot be read.
+    async fn active_state(&self, m: Manager, unit: &str) -> String {
+        self.properties(m, unit, "Unit", &["ActiveState"])
+            .await
+            .ok()
+            .and_then(|mut v| v.pop())
+            .and_then(|v| String::try_from(v).ok())
+            .unwrap_or_default()
+    }
+
+    /// Properties of the unit's type-specific interface (`Service`, `Scope`, ...), in the order
+    /// of `names`.
+    async fn unit_properties(
         &self,
         m: Manager,
         unit: &str,
-        name: &str,
-    ) -> Result<zbus::zvariant::OwnedValue> {
+        names: &[&str],
+    ) -> Result<Vec<zbus::zvariant::OwnedValue>> {
         let kind = unit.rsplit('.').next().unwrap_or("service");
         let mut chars = kind.chars();
         let kind: String = chars
             .next()
             .map(|c| c.to_uppercase().chain(chars).collect())
             .unwrap_or_default();
-        self.property_of(m, unit, &kind, name).await
+        self.properties(m, unit, &kind, names).await
     }
 
-    async fn property_of(
+    /// Properties of one interface of the unit, every `Get` sent before any answer is awaited:
+    /// asked one after the other, each waited for its round trip through the bus and PID 1
+    /// (the 7 confinement settings took 148-299 ms in the e2e). The unit's object path is
+    /// spelled out as systemd names it, without a `GetUnit` call.
+    async fn properties(
         &self,
         m: Manager,
         unit: &str,
         kind: &str,
-        name: &str,
-    ) -> Result<zbus::zvariant::OwnedValue> {
-        let path = self
-            .manager(m)
-            .await?
-            .get_unit(unit)
-            .await
-            .with_context(|| format!("looking up {unit}"))?;
+        names: &[&str],
+    ) -> Result<Vec<zbus::zvariant::OwnedValue>> {
         let interface =
             zbus::names::InterfaceName::try_from(format!("org.freedesktop.systemd1.{kind}"))?;
         let props = zbus::fdo::PropertiesProxy::builder(&self.connection(m).await?)
             .destination("org.freedesktop.systemd1")?
-            .path(path)?
+            .path(unit_path(unit))?
             .build()
             .await?;
-        props
-            .get(interface, name)
-            .await
-            .with_context(|| format!("reading {name} of {unit}"))
+        let reads = names.iter().map(|&name| {
+            let (props, interface) = (&props, interface.clone());
+            async move {
+                props
+                    .get(interface, name)
+                    .await
+                    .with_context(|| format!("reading {name} of {unit}"))
+            }
+        });
+        futures_util::future::try_join_all(reads).await
     }
 
     /// The unit's confinement settings that differ from the defaults.
@@ -337,25 +490,26 @@ impl Systemd {
         m: Manager,
         unit: &str,
     ) -> Result<Vec<(&'static str, Value<'static>)>> {
-        let mut out = Vec::new();
-        for name in CONFINEMENT {
-            let value = self.unit_property(m, unit, name).await?;
-            if !is_default(&value) {
-                out.push((name, Value::from(value)));
-            }
-        }
-        Ok(out)
+        let values = self.unit_properties(m, unit, &CONFINEMENT).await?;
+        Ok(CONFINEMENT
+            .into_iter()
+            .zip(values)
+            .filter(|(_, value)| !is_default(value))
+            .map(|(name, value)| (name, Value::from(value)))
+            .collect())
     }
 
     pub async fn unit_limits(&self, m: Manager, unit: &str) -> Result<UnitLimits> {
-        let write_bandwidth_max = Vec::<(String, u64)>::try_from(
-            self.unit_property(m, unit, "IOWriteBandwidthMax").await?,
-        )
-        .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
-        let memory_high = u64::try_from(self.unit_property(m, unit, "MemoryHigh").await?)
-            .with_context(|| format!("MemoryHigh of {unit}"))?;
-        let io_weight = u64::try_from(self.unit_property(m, unit, "IOWeight").await?)
-            .with_context(|| format!("IOWeight of {unit}"))?;
+        let [write_bandwidth_max, memory_high, io_weight]: [_; 3] = self
+            .unit_properties(m, unit, &["IOWriteBandwidthMax", "MemoryHigh", "IOWeight"])
+            .await?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("systemd's answer for {unit} lacks a property"))?;
+        let write_bandwidth_max = Vec::<(String, u64)>::try_from(write_bandwidth_max)
+            .with_context(|| format!("IOWriteBandwidthMax of {unit}"))?;
+        let memory_high =
+            u64::try_from(memory_high).with_context(|| format!("MemoryHigh of {unit}"))?;
+        let io_weight = u64::try_from(io_weight).with_context(|| format!("IOWeight of {unit}"))?;
         Ok(UnitLimits {
             write_bandwidth_max,
             memory_high,
@@ -410,7 +564,14 @@ impl Systemd {
     /// Sets the unit's write limit on the disk, or its weight (then without a write limit), and
     /// its MemoryHigh (none: unlimited). A write limit leaves the weight as it is: the undo puts
     /// back the one the unit had.
-    pub async fn set_limits(&self, m: Manager, unit: &str, limits: &ScopeLimits) -> Result<()> {
+    /// `laps` times its steps.
+    pub async fn set_limits(
+        &self,
+        m: Manager,
+        unit: &str,
+        limits: &ScopeLimits,
+        laps: &mut Stopwatch,
+    ) -> Result<()> {
         // Writing memory.high below what a cgroup holds makes the writer of that file, PID 1,
         // reclaim the difference synchronously, dirty pages included: seconds under a
         // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
@@ -420,14 +581,23 @@ impl Systemd {
             Some(high) => Some(high.max(self.memory_current(m, unit).await.unwrap_or(0))),
             None => None,
         };
+        laps.lap("memory read");
         let props = limit_properties(limits, memory_high);
-        self.set_runtime_properties(m, unit, &props, "setting")
-            .await
+        let set = self
+            .set_runtime_properties(m, unit, &props, "setting")
+            .await;
+        laps.lap("unit set");
+        set
     }
 
     /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).
     async fn memory_current(&self, m: Manager, unit: &str) -> Option<u64> {
-        u64::try_from(self.unit_property(m, unit, "MemoryCurrent").await.ok()?).ok()
+        let value = self
+            .unit_properties(m, unit, &["MemoryCurrent"])
+            .await
+            .ok()?
+            .pop()?;
+        u64::try_from(value).ok()
     }
 
     /// systemd's version, e.g. `252.38-1~deb12u1`.
@@ -479,6 +649,24 @@ impl Systemd {
         self.set_runtime_properties(m, unit, &props, "lifting")
             .await
     }
+}
+
+/// The object path systemd gives `unit`: its name with every character other than a letter
+/// (or a digit after the first) escaped as `_` and two lowercase hex digits (sd-bus's
+/// `bus_label_escape`), e.g. `/org/freedesktop/systemd1/unit/cron_2eservice`.
+fn unit_path(unit: &str) -> String {
+    let mut path = String::from("/org/freedesktop/systemd1/unit/");
+    if unit.is_empty() {
+        path.push('_');
+    }
+    for (i, b) in unit.bytes().enumerate() {
+        if b.is_ascii_alphabetic() || (i > 0 && b.is_ascii_digit()) {
+            path.push(char::from(b));
+        } else {
+            path.push_str(&format!("_{b:02x}"));
+        }
+    }
+    path
 }
 
 /// What `set_limits` sets on a unit: the write property, the write limit lifted where the
@@ -644,6 +832,20 @@ mod tests {
         };
         let back: UnitLimits = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
         assert_eq!(back, new);
+    }
+
+    /// As systemd names them (`busctl tree org.freedesktop.systemd1`).
+    #[test]
+    fn unit_paths_are_spelled_as_systemd_spells_them() {
+        let path = |unit| unit_path(unit).replace("/org/freedesktop/systemd1/unit/", "");
+        assert_eq!(path("nightly-backup.service"), "nightly_2dbackup_2eservice");
+        assert_eq!(path("user@1000.service"), "user_401000_2eservice");
+        assert_eq!(path("session-c1.scope"), "session_2dc1_2escope");
+        assert_eq!(path("1st.service"), "_31st_2eservice");
+        assert_eq!(path(""), "_");
+        for unit in ["a.service", "x-y_z@1.scope"] {
+            zbus::zvariant::ObjectPath::try_from(unit_path(unit)).expect("a valid object path");
+        }
     }
 
     #[test]

@@ -56,6 +56,7 @@ impl Actuator {
                 )));
             }
         }
+        self.stopwatch.lap("placement");
         // What a user manager can apply: without the io controller (user@.service delegates
         // only `pids memory cpu` unless the package's drop-in is in effect), memory.high alone.
         let mut limits = limits.clone();
@@ -76,7 +77,6 @@ impl Actuator {
         match placement {
             Placement::InPlace { unit, user } => {
                 self.limit_in_place(id, user, &unit, &limits).await?;
-                self.stopwatch.lap("unit");
                 let limits = self.hold_unit(id, user, &unit, limits).await?;
                 self.stopwatch.lap("iocost");
                 let what = format!(
@@ -89,7 +89,6 @@ impl Actuator {
                 let scope = self
                     .start_scope(id, user, root, members, &limits, &slice, &unit)
                     .await?;
-                self.stopwatch.lap("scope");
                 let limits = self.hold_unit(id, user, &scope, limits).await?;
                 self.stopwatch.lap("iocost");
                 let what = format!(
@@ -118,6 +117,7 @@ impl Actuator {
         limits: &ScopeLimits,
     ) -> Result<()> {
         let previous = self.systemd()?.unit_limits(user, unit).await?;
+        self.stopwatch.lap("unit read");
         let change = Change::UnitLimits {
             restriction: id,
             unit: unit.to_string(),
@@ -125,7 +125,15 @@ impl Actuator {
             user,
         };
         self.journal.record(change.clone())?;
-        if let Err(e) = self.systemd()?.set_limits(user, unit, limits).await {
+        self.stopwatch.lap("journal");
+        let systemd = self
+            .systemd
+            .as_ref()
+            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+        if let Err(e) = systemd
+            .set_limits(user, unit, limits, &mut self.stopwatch)
+            .await
+        {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
             self.abandon(change).await;
@@ -159,9 +167,21 @@ impl Actuator {
             user,
         };
         self.journal.record(change.clone())?;
-        if let Err(e) = self
-            .systemd()?
-            .start_scope(user, &unit, slice, original, &pids, limits)
+        self.stopwatch.lap("journal");
+        let systemd = self
+            .systemd
+            .as_ref()
+            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+        if let Err(e) = systemd
+            .start_scope(
+                user,
+                &unit,
+                slice,
+                original,
+                &pids,
+                limits,
+                &mut self.stopwatch,
+            )
             .await
         {
             // The job may still complete after we stopped waiting: undo it like any other
@@ -188,7 +208,13 @@ impl Actuator {
         let write = self.hold_write(&fs, id, limits.dev, limits.write);
         let held = ScopeLimits { write, ..limits };
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
-            self.systemd()?.set_limits(user, unit, &held).await?;
+            let systemd = self
+                .systemd
+                .as_ref()
+                .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+            systemd
+                .set_limits(user, unit, &held, &mut self.stopwatch)
+                .await?;
         }
         Ok(held)
     }

@@ -14,6 +14,7 @@ use super::{
     ratelimit::RateLimit,
     speeds::SpeedFile,
     status::{self, Status},
+    user_links::UserLinks,
 };
 use crate::{
     act::{Actuator, CgroupAction, Method, iocost, method::method_for},
@@ -74,6 +75,8 @@ pub struct Engine {
     bursts: Vec<(Disk, Burst)>,
     ignored_bursts: HashMap<u32, Instant>,
     guards: BacklogGuards,
+    /// The users whose processes write, whose own systemd is reached ahead.
+    user_links: UserLinks,
     pub metrics: Metrics,
 }
 
@@ -108,6 +111,7 @@ impl Engine {
             bursts: Vec::new(),
             ignored_bursts: HashMap::new(),
             guards: BacklogGuards::default(),
+            user_links: UserLinks::new(Instant::now()),
             metrics: Metrics::new(),
         };
         e.guards.rescan();
@@ -254,6 +258,12 @@ impl Engine {
             lost.lifecycle_events_dropped > 0,
         );
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
+        if actuator.through_systemd() {
+            let writers = sample.writes.keys().map(|(pid, _)| *pid);
+            for uid in self.user_links.users_of(writers, Instant::now()) {
+                actuator.connect_ahead(uid);
+            }
+        }
         self.rates.update(&sample, tree);
         for (disk, rt) in &self.disks {
             let hold = if rt.restriction.is_some_and(|id| actuator.pins_disk(id)) {

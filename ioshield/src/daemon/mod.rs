@@ -12,6 +12,7 @@ mod serve;
 mod speed_probe;
 mod speeds;
 pub mod status;
+mod user_links;
 
 use std::{path::PathBuf, sync::Arc};
 

@@ -128,6 +128,18 @@ pub fn user_manager_running(uid: u32) -> bool {
     })
 }
 
+/// The user whose own systemd manages the cgroup (`.../user@UID.service/...`), if any.
+pub fn user_manager_of(cgroup: &Path) -> Option<u32> {
+    cgroup.components().find_map(|c| {
+        c.as_os_str()
+            .to_str()?
+            .strip_prefix("user@")?
+            .strip_suffix(".service")?
+            .parse()
+            .ok()
+    })
+}
+
 /// Whether a cgroup path component is named like a systemd unit that holds processes or units.
 pub fn is_unit_name(component: &str) -> bool {
     [".service", ".scope", ".slice"]
@@ -161,6 +173,21 @@ fn read_words(path: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_user_managers_cgroups_name_the_user() {
+        let of = |p: &str| user_manager_of(Path::new(p));
+        assert_eq!(
+            of("/user.slice/user-1000.slice/user@1000.service/app.slice/app-gnome-x.scope"),
+            Some(1000)
+        );
+        assert_eq!(of("/user.slice/user-1000.slice/session-2.scope"), None);
+        assert_eq!(of("/system.slice/nightly-backup.service"), None);
+        assert_eq!(
+            of("/user.slice/user-1000.slice/user@x.service/a.scope"),
+            None
+        );
+    }
 
     #[test]
     fn the_innermost_unit_is_what_a_person_knows() {
