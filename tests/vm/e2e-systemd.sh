@@ -294,7 +294,9 @@ check iocost-model-measured "io.cost.model of $DEVNUM: '$(iocost_model)'" \
 # Since stop 33 MemoryHigh tightens to 8M while others write beside the writer on a measured
 # disk; the innocent's appends (one page dirtied now and then) stay under what the daemon's
 # rates keep, so the writer is "alone on the disk" here and keeps 32M (its retune line says
-# which; 8M left 53-59% of the model in tests/vm/lone-writer.sh on 6.12). The check
+# which; 8M left 53-59% of the model in tests/vm/lone-writer.sh on 6.12; counting such light
+# appenders as company made a once-a-second committer pause longer on 6.12, not shorter:
+# docs/bench/light-appender.md). The check
 # wanted 60% until stop 30, which passed only because the disk is measured low here (19-24 MB/s
 # of 30) and failed CI once at 59.6%; the fraction kept is a SPEED line in the results, the
 # 2 s steps in the log.

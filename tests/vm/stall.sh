@@ -36,6 +36,8 @@
 #   COMMIT_TRACE=1   every 20 ms (50-200 ms in practice), where the commit load and the data
 #                    disk's jbd2 thread wait (their kernel stacks) and the disk's in-flight
 #                    requests, into commit-trace.txt (below)
+#   LOADS            the innocent loads (default "control write multiwrite commit"), e.g. with
+#                    `appender` (4 KiB + fdatasync once a second: a light appender) for `commit`
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -234,7 +236,9 @@ job() {
 }
 
 pids=
-for load in control write multiwrite commit; do
+LOADS=${LOADS:-control write multiwrite commit}
+commit_pid=
+for load in $LOADS; do
     ioshield-load "$load" --duration "${DURATION}s" --dir "$DATA" --out "$RESULTS/$load.json" \
         2>> "$RESULTS/loads.log" &
     pids="$pids $!"
@@ -351,8 +355,9 @@ for c in "$CG" "$CG"/*/; do
 done > "$RESULTS/io.stat.txt"
 grep -E '^(nr_dirty|nr_writeback|nr_dirtied|nr_written) ' /proc/vmstat > "$RESULTS/vmstat.txt"
 cat "$RESULTS/loads.log"
-ioshield-load summarize "$RESULTS"/control.json "$RESULTS"/write.json \
-    "$RESULTS"/multiwrite.json "$RESULTS"/commit.json "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
+# shellcheck disable=SC2046 # one record per load
+ioshield-load summarize $(for load in $LOADS; do echo "$RESULTS/$load.json"; done) \
+    "$RESULTS"/offender.json | tee "$RESULTS/summary.txt"
 if [ -n "$left" ]; then
     # Last, so that the host can quote it as the reason.
     echo "stall: the daemon left changes behind after it exited: $left"

@@ -448,8 +448,10 @@ impl Engine {
         // read only when a restriction is made or kept.
         let rates = &self.rates;
         let company = |inside: &dyn Fn(u32) -> bool| {
+            // The daemon's own journal of changes, written before each, is not company.
+            let me = std::process::id();
             let others = company::others_rate(&rates.on_disk(disk), inside, |p| {
-                tree.get(p).is_some_and(|n| !n.kernel_thread && !n.exited)
+                p != me && tree.get(p).is_some_and(|n| !n.kernel_thread && !n.exited)
             });
             company::judge(policy.memory_high, estimate, others)
         };

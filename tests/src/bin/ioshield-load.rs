@@ -46,6 +46,8 @@ enum Command {
     Multiwrite(Common),
     /// Append 4 KiB to an open file and fdatasync it, sleep 100 ms (a database's commit).
     Commit(Common),
+    /// The commit once a second (4 kB/s): a light appender.
+    Appender(Common),
     /// Write chunks through the page cache without pause.
     Offender {
         /// File to write (with --threads, FILE.0, FILE.1, ...).
@@ -102,6 +104,10 @@ fn run(cli: Cli) -> Result<()> {
             c.out,
         ),
         Command::Commit(c) => (innocent::run(Innocent::Commit, c.duration, &c.dir)?, c.out),
+        Command::Appender(c) => (
+            innocent::run(Innocent::Appender, c.duration, &c.dir)?,
+            c.out,
+        ),
         Command::Offender {
             file,
             delay,

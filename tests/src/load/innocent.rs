@@ -25,6 +25,9 @@ pub enum Innocent {
     /// Appends 4 KiB to a file kept open and `fdatasync`s it, sleeps 100 ms: a database's
     /// commit. Its pauses are commit latencies beyond the sleep.
     Commit,
+    /// The same commit once a second (4 kB/s): a light appender, such as a mail or chat
+    /// client's database, which writes too little for the smoothed rates to keep.
+    Appender,
 }
 
 impl Innocent {
@@ -34,6 +37,7 @@ impl Innocent {
             Innocent::Write => "write",
             Innocent::Multiwrite => "multiwrite",
             Innocent::Commit => "commit",
+            Innocent::Appender => "appender",
         }
     }
 
@@ -41,6 +45,7 @@ impl Innocent {
         match self {
             Innocent::Control | Innocent::Write => Duration::from_millis(50),
             Innocent::Multiwrite | Innocent::Commit => Duration::from_millis(100),
+            Innocent::Appender => Duration::from_secs(1),
         }
     }
 }
@@ -86,7 +91,7 @@ struct Work {
 impl Work {
     fn open(load: Innocent, dir: &Path) -> Result<Self> {
         let open_file = match load {
-            Innocent::Write | Innocent::Commit => {
+            Innocent::Write | Innocent::Commit | Innocent::Appender => {
                 let path = dir.join(format!("{}-{}.log", load.name(), std::process::id()));
                 Some(
                     OpenOptions::new()
@@ -123,7 +128,7 @@ impl Work {
                 f.write_all(PAYLOAD).context("write load")?;
                 self.bytes += PAYLOAD.len() as u64;
             }
-            Innocent::Commit => {
+            Innocent::Commit | Innocent::Appender => {
                 let f = self.open_file.as_mut().expect("opened for the commit load");
                 f.write_all(&[b'c'; COMMIT_BYTES]).context("commit load")?;
                 f.sync_data().context("commit load: fdatasync")?;

@@ -182,7 +182,7 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
         };
         fs::write(dir.join("xtask.log"), format!("{last}\n"))
             .with_context(|| format!("writing {}", dir.display()))?;
-        if dir.join("results/multiwrite.json").is_file() {
+        if dir.join("results/write.json").is_file() {
             return Ok(());
         }
         eprintln!("xtask: bench: attempt {attempt} failed: {last}");
@@ -192,7 +192,8 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
 
 /// A scenario's `;`-separated variant lines as stall.sh's environment: `bdi.KNOB = V` lines set
 /// the data disk's BDI knobs (BDI), `iocost.model = ...` and `iocost.qos = ...` its iocost
-/// (IOCOST_MODEL, IOCOST_QOS), the others go into the daemon's device section (IOSHIELD_DEVICE).
+/// (IOCOST_MODEL, IOCOST_QOS), `loads = ...` the innocent loads (LOADS), the others go into the
+/// daemon's device section (IOSHIELD_DEVICE).
 fn variant_env(lines: &str) -> Vec<String> {
     let (mut bdi, mut device, mut env, mut earlier) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -211,6 +212,8 @@ fn variant_env(lines: &str) -> Vec<String> {
             }
             // The data disk's ext4 options: `mount = data=writeback`.
             Some(("mount", value)) => env.push(format!("DATA_MOUNT_OPTS={value}")),
+            // The innocent loads: `loads = control write multiwrite appender`.
+            Some(("loads", value)) => env.push(format!("LOADS={value}")),
             Some((key, value)) if key.starts_with("iocost.") => {
                 let name = key["iocost.".len()..].to_uppercase();
                 env.push(format!("IOCOST_{name}={value}"));
@@ -255,15 +258,17 @@ mod tests {
     }
 
     #[test]
-    fn variant_lines_go_to_the_daemon_the_bdi_iocost_or_the_disks_speed() {
+    fn variant_lines_go_to_the_daemon_the_bdi_iocost_the_disks_speed_or_the_loads() {
         assert_eq!(
             super::variant_env(
                 "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
-                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\";earlier.serial:data = 25100000"
+                 iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\";earlier.serial:data = 25100000;\
+                 loads = control write appender"
             ),
             [
                 "IOCOST_QOS=enable=1 min=100",
                 "BANDWIDTH=25MB/s",
+                "LOADS=control write appender",
                 "BDI=max_bytes=8000000 strict_limit=1",
                 "EARLIER_SPEEDS=serial:data=25100000",
                 "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",

@@ -11,7 +11,7 @@ use super::{
 };
 
 /// The loads the tables compare; `control` does no I/O and only shows the host's noise.
-const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit"];
+const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit", "appender"];
 
 pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let mut md = String::new();
@@ -34,6 +34,12 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     );
     for kernel in &plan.kernels {
         for load in TABLE_LOADS {
+            if !runs
+                .iter()
+                .any(|r| r.kernel == *kernel && r.load(load).is_some())
+            {
+                continue;
+            }
             let _ = writeln!(md, "## {kernel}, {load}\n");
             let _ = writeln!(
                 md,

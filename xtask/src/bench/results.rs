@@ -7,9 +7,10 @@ use ioshield_tests::load::record::LoadRecord;
 use super::matrix::Plan;
 
 /// The innocent loads, in the order tables list them.
-pub const LOADS: &[&str] = &["control", "write", "multiwrite", "commit"];
-/// Loads every run has; `commit` came later, and runs without it still count.
-const REQUIRED_LOADS: usize = 3;
+pub const LOADS: &[&str] = &["control", "write", "multiwrite", "commit", "appender"];
+/// Loads every run has; `commit` came later, and runs without it still count; a scenario may
+/// run others in place of `multiwrite` and `commit` (`loads = control write appender`).
+const REQUIRED_LOADS: usize = 2;
 
 pub struct Load {
     pub name: String,
@@ -89,23 +90,22 @@ pub fn collect(plan: &Plan) -> Result<Vec<Run>> {
 }
 
 fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> {
-    let mut records: Vec<LoadRecord> = LOADS[..REQUIRED_LOADS]
+    let mut records: Vec<(&str, LoadRecord)> = LOADS[..REQUIRED_LOADS]
         .iter()
-        .map(|l| LoadRecord::load(&dir.join(format!("{l}.json"))))
+        .map(|l| Ok((*l, LoadRecord::load(&dir.join(format!("{l}.json")))?)))
         .collect::<Result<_>>()?;
-    records.extend(
-        LOADS[REQUIRED_LOADS..]
-            .iter()
-            .filter_map(|l| LoadRecord::load(&dir.join(format!("{l}.json"))).ok()),
-    );
+    records.extend(LOADS[REQUIRED_LOADS..].iter().filter_map(|l| {
+        LoadRecord::load(&dir.join(format!("{l}.json")))
+            .ok()
+            .map(|r| (*l, r))
+    }));
     // Time zero: the first load's start, so every series of the run shares one axis.
     let t0 = records
         .iter()
-        .map(|r| r.start_s)
+        .map(|(_, r)| r.start_s)
         .fold(f64::INFINITY, f64::min);
-    let loads = LOADS
+    let loads = records
         .iter()
-        .zip(&records)
         .map(|(name, r)| load(name, r, t0))
         .collect::<Result<_>>()?;
     let offender = LoadRecord::load(&dir.join("offender.json")).ok();
@@ -335,6 +335,30 @@ fn bpf_stats(dir: &Path) -> Vec<BpfProgram> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A run with `loads = control write appender`: each record keeps its own name, whichever
+    /// of the optional loads ran.
+    #[test]
+    fn optional_loads_keep_their_names() {
+        let dir = std::env::temp_dir().join(format!("ioshield-loads-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for (name, nominal, late) in [
+            ("control", 0.05, 0.0),
+            ("write", 0.05, 0.1),
+            ("appender", 1.0, 0.3),
+        ] {
+            let ends = vec![10.0 + nominal, 10.0 + 2.0 * nominal + late];
+            LoadRecord::new(name, nominal, 10.0, ends, 4096)
+                .save(&dir.join(format!("{name}.json")))
+                .unwrap();
+        }
+        let run = read(&dir, "ioshield", "6.12", 0).unwrap();
+        let names: Vec<&str> = run.loads.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["control", "write", "appender"]);
+        assert!((run.load("appender").unwrap().longest_pause_s - 0.3).abs() < 1e-6);
+        assert!(run.load("commit").is_none());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_daemons_rss_after_its_start_and_at_its_peak() {
