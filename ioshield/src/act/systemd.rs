@@ -114,12 +114,16 @@ struct Links {
     dialing: std::sync::Mutex<
         std::collections::HashMap<Manager, std::sync::Arc<tokio::sync::Mutex<()>>>,
     >,
-    /// When a connection ahead to a user's manager was last tried: each try runs a bridge.
-    tried_ahead: std::sync::Mutex<std::collections::HashMap<u32, std::time::Instant>>,
+    /// When a connection ahead to a user's manager may be tried again: each try runs a bridge,
+    /// a transient unit in PID 1's log.
+    ahead_after: std::sync::Mutex<std::collections::HashMap<u32, std::time::Instant>>,
 }
 
 /// How long after a connection ahead to a user's manager it may be tried again.
 const AHEAD_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+/// How long after one that failed: a user without a bus of their own (no `dbus-user-session`)
+/// fails every time, and a restriction there tries by itself anyway.
+const AHEAD_RETRY_FAILED: std::time::Duration = std::time::Duration::from_secs(3600);
 
 impl Links {
     fn get(&self, m: Manager) -> Option<Connection> {
@@ -295,25 +299,22 @@ impl Systemd {
     /// that a restriction there does not wait for it: reaching a user's systemd starts a bridge
     /// (`systemd-run` and `systemd-stdio-bridge`), which took 1.2-1.4 s in the e2e's emulated
     /// guest, all of it backlog the innocents paid for. Tried again [`AHEAD_RETRY`] after the
-    /// last try at the earliest.
+    /// last try at the earliest, [`AHEAD_RETRY_FAILED`] after one that failed.
     pub fn connect_ahead(&self, uid: u32) {
         if self.links.get(Some(uid)).is_some() {
             return;
         }
         let now = std::time::Instant::now();
         {
-            let mut tried = self
+            let mut after = self
                 .links
-                .tried_ahead
+                .ahead_after
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());
-            if tried
-                .get(&uid)
-                .is_some_and(|t| now.duration_since(*t) < AHEAD_RETRY)
-            {
+            if after.get(&uid).is_some_and(|t| now < *t) {
                 return;
             }
-            tried.insert(uid, now);
+            after.insert(uid, now + AHEAD_RETRY);
         }
         let links = self.links.clone();
         tokio::spawn(async move {
@@ -322,7 +323,14 @@ impl Systemd {
                     "connected to user {uid}'s systemd ahead of a restriction there (its \
                      processes write)"
                 ),
-                Err(e) => tracing::debug!("connecting ahead to user {uid}'s systemd: {e:#}"),
+                Err(e) => {
+                    links
+                        .ahead_after
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(uid, std::time::Instant::now() + AHEAD_RETRY_FAILED);
+                    tracing::debug!("connecting ahead to user {uid}'s systemd: {e:#}");
+                }
             }
         });
     }
@@ -365,7 +373,7 @@ impl Systemd {
         laps.lap("confinement read");
         let started = self.start_transient(m, unit, &props, laps).await;
         laps.lap("scope active");
-        self.checked(m, started)
+        started
     }
 
     /// `StartTransientUnit`, and the wait for its job to end: the call returns once the job is
@@ -380,16 +388,21 @@ impl Systemd {
         laps: &mut Stopwatch,
     ) -> Result<()> {
         use futures_util::StreamExt as _;
-        let manager = self.manager(m).await?;
-        // Asked for before the job exists: its end is signalled once.
-        let mut removed = manager
-            .receive_job_removed()
-            .await
-            .context("subscribing to systemd's job signals")?;
-        let job = manager
-            .start_transient_unit(unit, "fail", props, &[])
-            .await
-            .with_context(|| format!("starting scope {unit}"))?;
+        let queued = async {
+            let manager = self.manager(m).await?;
+            // Asked for before the job exists: its end is signalled once.
+            let removed = manager
+                .receive_job_removed()
+                .await
+                .context("subscribing to systemd's job signals")?;
+            let job = manager
+                .start_transient_unit(unit, "fail", props, &[])
+                .await
+                .with_context(|| format!("starting scope {unit}"))?;
+            anyhow::Ok((removed, job))
+        };
+        // A call that failed may have left a dead connection; a job that failed did not.
+        let (mut removed, job) = self.checked(m, queued.await)?;
         laps.lap("scope job");
         let deadline = tokio::time::sleep(JOB_TIMEOUT);
         tokio::pin!(deadline);
@@ -832,6 +845,39 @@ mod tests {
         };
         let back: UnitLimits = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
         assert_eq!(back, new);
+    }
+
+    /// A user whose manager cannot be reached (here: none runs) is not tried again for an
+    /// hour: each try would start a bridge unit.
+    #[tokio::test]
+    async fn a_failed_connection_ahead_backs_off() {
+        let uid = 3_999_999;
+        let systemd = Systemd {
+            root: std::path::PathBuf::from("/nonexistent"),
+            links: std::sync::Arc::new(Links::default()),
+        };
+        let before = std::time::Instant::now();
+        systemd.connect_ahead(uid);
+        let after = || {
+            systemd
+                .links
+                .ahead_after
+                .lock()
+                .unwrap()
+                .get(&uid)
+                .copied()
+                .expect("tried")
+        };
+        assert!(after() <= before + AHEAD_RETRY + std::time::Duration::from_secs(1));
+        let deadline = std::time::Instant::now() + CALL_TIMEOUT;
+        while after() < before + AHEAD_RETRY_FAILED && std::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let failed = after();
+        assert!(failed >= before + AHEAD_RETRY_FAILED, "not backed off");
+        systemd.connect_ahead(uid);
+        assert_eq!(after(), failed, "tried again within the hour");
+        assert!(systemd.links.get(Some(uid)).is_none());
     }
 
     /// As systemd names them (`busctl tree org.freedesktop.systemd1`).
