@@ -393,10 +393,7 @@ impl Actuator {
                 cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
-                let systemd = self
-                    .systemd
-                    .as_ref()
-                    .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+                let (systemd, laps) = self.systemd_timed()?;
                 // A user manager without io keeps holding memory.high alone.
                 if unit_cgroup.as_deref().is_some_and(|cg| {
                     manager.is_some()
@@ -404,9 +401,7 @@ impl Actuator {
                 }) {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
-                systemd
-                    .set_limits(manager, &unit, l, &mut self.stopwatch)
-                    .await?;
+                systemd.set_limits(manager, &unit, l, laps).await?;
                 *l = self.hold_unit(id, manager, &unit, l.clone()).await?;
             }
             // A different kind of action (the configuration changed): kept until release.

@@ -104,9 +104,13 @@ impl Actuator {
     }
 
     fn systemd(&self) -> Result<&super::Systemd> {
-        self.systemd
-            .as_ref()
-            .ok_or_else(|| anyhow!("systemd is not reachable"))
+        self.systemd.as_ref().ok_or_else(systemd_unreachable)
+    }
+
+    /// systemd, and the stopwatch its calls lap.
+    pub(super) fn systemd_timed(&mut self) -> Result<(&super::Systemd, &mut super::Stopwatch)> {
+        let systemd = self.systemd.as_ref().ok_or_else(systemd_unreachable)?;
+        Ok((systemd, &mut self.stopwatch))
     }
 
     async fn limit_in_place(
@@ -126,14 +130,8 @@ impl Actuator {
         };
         self.journal.record(change.clone())?;
         self.stopwatch.lap("journal");
-        let systemd = self
-            .systemd
-            .as_ref()
-            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
-        if let Err(e) = systemd
-            .set_limits(user, unit, limits, &mut self.stopwatch)
-            .await
-        {
+        let (systemd, laps) = self.systemd_timed()?;
+        if let Err(e) = systemd.set_limits(user, unit, limits, laps).await {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
             self.abandon(change).await;
@@ -168,20 +166,9 @@ impl Actuator {
         };
         self.journal.record(change.clone())?;
         self.stopwatch.lap("journal");
-        let systemd = self
-            .systemd
-            .as_ref()
-            .ok_or_else(|| anyhow!("systemd is not reachable"))?;
+        let (systemd, laps) = self.systemd_timed()?;
         if let Err(e) = systemd
-            .start_scope(
-                user,
-                &unit,
-                slice,
-                original,
-                &pids,
-                limits,
-                &mut self.stopwatch,
-            )
+            .start_scope(user, &unit, slice, original, &pids, limits, laps)
             .await
         {
             // The job may still complete after we stopped waiting: undo it like any other
@@ -208,13 +195,8 @@ impl Actuator {
         let write = self.hold_write(&fs, id, limits.dev, limits.write);
         let held = ScopeLimits { write, ..limits };
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
-            let systemd = self
-                .systemd
-                .as_ref()
-                .ok_or_else(|| anyhow!("systemd is not reachable"))?;
-            systemd
-                .set_limits(user, unit, &held, &mut self.stopwatch)
-                .await?;
+            let (systemd, laps) = self.systemd_timed()?;
+            systemd.set_limits(user, unit, &held, laps).await?;
         }
         Ok(held)
     }
@@ -228,6 +210,10 @@ impl Actuator {
             tracing::warn!("undoing a failed restriction: {e}");
         }
     }
+}
+
+fn systemd_unreachable() -> anyhow::Error {
+    anyhow!("systemd is not reachable")
 }
 
 /// Whether the io controller reaches a user manager's units: the cgroup of `user@UID.service`
