@@ -31,7 +31,10 @@ use crate::{
     display::{show_bytes, show_rate},
     model::tree::ProcessTree,
     probe::{Probe, burst::Burst},
-    system::devices::{self, DevId, Devices, Disk},
+    system::{
+        cgroups,
+        devices::{self, DevId, Devices, Disk},
+    },
 };
 
 /// How often device sections naming absent disks are looked up again.
@@ -260,7 +263,10 @@ impl Engine {
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
         if actuator.through_systemd() {
             let writers = sample.writes.keys().map(|(pid, _)| *pid);
-            for uid in self.user_links.users_of(writers, Instant::now()) {
+            let users = self
+                .user_links
+                .users_of(writers, Instant::now(), cgroups::of_process);
+            for uid in users {
                 actuator.connect_ahead(uid);
             }
         }

@@ -3,6 +3,7 @@
 //! when one of the user's processes is first seen writing, not when one of them floods a disk.
 use std::{
     collections::HashSet,
+    path::PathBuf,
     time::{Duration, Instant},
 };
 
@@ -26,8 +27,14 @@ impl UserLinks {
         }
     }
 
-    /// The users whose managers run processes among `writers` not looked at before.
-    pub fn users_of(&mut self, writers: impl IntoIterator<Item = u32>, now: Instant) -> Vec<u32> {
+    /// The users whose managers run processes among `writers` not looked at before, each
+    /// writer's cgroup from `cgroup_of` (`system::cgroups::of_process`).
+    pub fn users_of(
+        &mut self,
+        writers: impl IntoIterator<Item = u32>,
+        now: Instant,
+        cgroup_of: impl Fn(u32) -> Option<PathBuf>,
+    ) -> Vec<u32> {
         if now.duration_since(self.since) >= FORGET_EVERY {
             self.seen.clear();
             self.since = now;
@@ -35,7 +42,7 @@ impl UserLinks {
         let mut users: Vec<u32> = writers
             .into_iter()
             .filter(|pid| self.seen.insert(*pid))
-            .filter_map(|pid| cgroups::user_manager_of(&cgroups::of_process(pid)?))
+            .filter_map(|pid| cgroups::user_manager_of(&cgroup_of(pid)?))
             .collect();
         users.sort_unstable();
         users.dedup();
@@ -47,24 +54,26 @@ impl UserLinks {
 mod tests {
     use super::*;
 
-    /// This test's own process is looked at once, then not again until forgotten.
+    /// Each writer is looked at once a minute; only users' own managers count.
     #[test]
     fn each_writer_is_looked_at_once_a_minute() {
-        let me = std::process::id();
-        let mine = cgroups::of_process(me).and_then(|cg| cgroups::user_manager_of(&cg));
+        let cgroup_of = |pid: u32| {
+            Some(PathBuf::from(match pid {
+                10 | 13 => "/user.slice/user-1000.slice/user@1000.service/app.slice/a.scope",
+                11 => "/system.slice/nightly-backup.service",
+                12 => "/user.slice/user-1001.slice/user@1001.service/app.slice/b.service",
+                _ => return None,
+            }))
+        };
         let t0 = Instant::now();
         let mut links = UserLinks::new(t0);
         assert_eq!(
-            links.users_of([me], t0),
-            mine.into_iter().collect::<Vec<_>>()
+            links.users_of([10, 11, 12, 99], t0, cgroup_of),
+            [1000, 1001]
         );
-        assert!(links.users_of([me], t0 + Duration::from_secs(1)).is_empty());
-        assert!(links.seen.contains(&me));
-        let later = t0 + FORGET_EVERY;
-        assert_eq!(
-            links.users_of([me], later),
-            mine.into_iter().collect::<Vec<_>>()
-        );
-        assert_eq!(links.since, later);
+        let t1 = t0 + Duration::from_secs(1);
+        assert!(links.users_of([10, 11, 12], t1, cgroup_of).is_empty());
+        assert_eq!(links.users_of([10, 13], t1, cgroup_of), [1000]);
+        assert_eq!(links.users_of([10], t0 + FORGET_EVERY, cgroup_of), [1000]);
     }
 }
