@@ -234,8 +234,6 @@ impl Actuator {
         })
     }
 
-    /// Whether restriction `id` holds its disk under iocost ioshield turned on (its model pins
-    /// the disk's rate), as carried out: a weight that fell back to a write limit does not.
     /// Reaches user `uid`'s own systemd in the background, where restrictions go through
     /// systemd (`Systemd::connect_ahead`).
     pub fn connect_ahead(&self, uid: u32) {
@@ -249,6 +247,8 @@ impl Actuator {
         self.systemd.is_some()
     }
 
+    /// Whether restriction `id` holds its disk under iocost ioshield turned on (its model pins
+    /// the disk's rate), as carried out: a weight that fell back to a write limit does not.
     pub fn pins_disk(&self, id: u64) -> bool {
         self.active.get(&id).is_some_and(|a| a.method.pins_disk())
     }
