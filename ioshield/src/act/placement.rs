@@ -44,11 +44,7 @@ pub fn place(
     let mut user = None;
     let mut parts = parts.as_slice();
     if let Some(i) = parts.iter().position(|p| p.starts_with("user@")) {
-        let Some(uid) = parts[i]
-            .strip_prefix("user@")
-            .and_then(|p| p.strip_suffix(".service"))
-            .and_then(|u| u.parse().ok())
-        else {
+        let Some(uid) = crate::system::cgroups::user_manager_of(Path::new(parts[i])) else {
             return Placement::Foreign {
                 why: format!("{} is not a user manager ioshield knows", parts[i]),
             };
