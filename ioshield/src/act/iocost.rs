@@ -15,7 +15,9 @@
 //! exit and after a crash.
 use anyhow::{Result, anyhow};
 
-use super::{Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs};
+use super::{
+    Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs, stopwatch::Stopwatch,
+};
 use crate::{
     journal::Change,
     system::{
@@ -370,6 +372,22 @@ impl Actuator {
         dev: DevId,
         model: Model,
     ) -> Result<Option<Model>> {
+        let Some((writes, model)) = self.plan_iocost(fs, id, dev, model)? else {
+            return Ok(None);
+        };
+        writes.make(&mut self.stopwatch)?;
+        Ok(Some(model))
+    }
+
+    /// What [`Actuator::set_iocost`] writes, journaled and not yet written: `None` when iocost
+    /// on the disk is someone else's.
+    fn plan_iocost(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        dev: DevId,
+        model: Model,
+    ) -> Result<Option<(IocostWrites, Model)>> {
         let device = dev.to_string();
         let before = cgroups::iocost_lines(&fs.root, dev)
             .ok_or_else(|| anyhow!("the kernel has no iocost"))?;
@@ -399,24 +417,21 @@ impl Actuator {
         } else {
             self.journal.record(iocost_entry(id, &device, &before))?;
         }
-        let root = std::path::Path::new("/");
         let model = if before.enabled() {
             model
         } else {
             kept_model(before.model.as_deref(), model)
         };
         let line = model_line(model.wbps);
-        if before.model.as_deref().map(normalised) != Some(line.clone()) {
-            fs.write_file(root, "io.cost.model", &format!("{device} {line}"))?;
-            self.stopwatch.lap("iocost model");
-        }
         // Also from the assumed speed's rate control to the measured speed's pinned rate.
         let qos = model.qos_line();
-        if before.qos.as_deref() != Some(qos.as_str()) {
-            fs.write_file(root, "io.cost.qos", &format!("{device} {qos}"))?;
-            self.stopwatch.lap("iocost qos");
-        }
-        Ok(Some(model))
+        let writes = IocostWrites {
+            fs: fs.clone(),
+            model: (before.model.as_deref().map(normalised) != Some(line.clone()))
+                .then(|| format!("{device} {line}")),
+            qos: (before.qos.as_deref() != Some(qos.as_str())).then(|| format!("{device} {qos}")),
+        };
+        Ok(Some((writes, model)))
     }
 
     /// Whether the journal holds ioshield's iocost set-up of `device`.
@@ -563,10 +578,89 @@ impl Actuator {
                 model: None,
                 fallback,
             },
-            Err(e) => {
-                tracing::warn!("{dev}: cannot turn iocost on ({e:#}): a write limit instead");
-                WriteControl::Limit(fallback)
+            Err(e) => cannot_turn_on(dev, &e, fallback),
+        }
+    }
+
+    /// [`Actuator::hold_write`] begun: iocost's settings journaled, and written on a thread of
+    /// their own while the caller places the offender; [`Actuator::finish_hold`] ends it. One
+    /// after the other, turning iocost on (its `io.cost.qos` write freezes the disk's queue
+    /// until the writes in flight complete: 48-60 ms on the 6.12 bench, 40-434 ms on the e2e's
+    /// busy disk) and the move (a cgroup migration waits for an RCU grace period: 22-33 ms) or
+    /// systemd's scope were most of the time a restriction took, while the offender dirtied
+    /// on. Until the offender is in its cgroup, iocost on weighs nobody down: every other
+    /// cgroup keeps its weight.
+    pub(super) fn begin_hold(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        dev: DevId,
+        write: WriteControl,
+    ) -> PendingHold {
+        let WriteControl::Weight {
+            weight,
+            model: Some(m),
+            fallback,
+        } = write
+        else {
+            return PendingHold::Ready(write);
+        };
+        let (writes, model) = match self.plan_iocost(fs, id, dev, m) {
+            Ok(Some(planned)) => planned,
+            Ok(None) => {
+                return PendingHold::Ready(WriteControl::Weight {
+                    weight,
+                    model: None,
+                    fallback,
+                });
             }
+            Err(e) => return PendingHold::Ready(cannot_turn_on(dev, &e, fallback)),
+        };
+        let held = WriteControl::Weight {
+            weight,
+            model: Some(model),
+            fallback,
+        };
+        if writes.model.is_none() && writes.qos.is_none() {
+            return PendingHold::Ready(held);
+        }
+        let task = tokio::task::spawn_blocking(move || {
+            let mut laps = Stopwatch::start();
+            let made = writes.make(&mut laps);
+            (made, laps)
+        });
+        PendingHold::Writing {
+            dev,
+            held,
+            fallback,
+            task,
+        }
+    }
+
+    /// The write control a [`Actuator::begin_hold`] ended with: as planned once iocost's writes
+    /// are made, the fallback write limit where they failed. The wait for them is lapped as
+    /// `iocost wait`, their own steps shown as done alongside.
+    pub(super) async fn finish_hold(&mut self, pending: PendingHold) -> WriteControl {
+        let (dev, held, fallback, task) = match pending {
+            PendingHold::Ready(write) => return write,
+            PendingHold::Writing {
+                dev,
+                held,
+                fallback,
+                task,
+            } => (dev, held, fallback, task),
+        };
+        let outcome = task.await;
+        self.stopwatch.lap("iocost wait");
+        match outcome {
+            Ok((made, laps)) => {
+                self.stopwatch.alongside(laps);
+                match made {
+                    Ok(()) => held,
+                    Err(e) => cannot_turn_on(dev, &e, fallback),
+                }
+            }
+            Err(e) => cannot_turn_on(dev, &anyhow!("{e}"), fallback),
         }
     }
 
@@ -632,6 +726,49 @@ impl Actuator {
 }
 
 /// The journal entry of restriction `id`'s iocost on `device`, whose lines were `before`.
+/// A hold by weight that cannot be: iocost would not turn on.
+fn cannot_turn_on(dev: DevId, e: &anyhow::Error, fallback: u64) -> WriteControl {
+    tracing::warn!("{dev}: cannot turn iocost on ({e:#}): a write limit instead");
+    WriteControl::Limit(fallback)
+}
+
+/// A restriction's hold by iocost weight, its `io.cost.*` writes perhaps still being made.
+pub(super) enum PendingHold {
+    /// Nothing (more) to write.
+    Ready(WriteControl),
+    /// The writes on a blocking thread; `held` once they are made, `fallback` if they fail.
+    Writing {
+        dev: DevId,
+        held: WriteControl,
+        fallback: u64,
+        task: tokio::task::JoinHandle<(Result<()>, Stopwatch)>,
+    },
+}
+
+/// The `io.cost.*` lines a restriction writes to the root cgroup, journaled already. They need
+/// no actuator, so they can be written on a thread of their own ([`Actuator::begin_hold`]).
+struct IocostWrites {
+    fs: Cgroupfs,
+    model: Option<String>,
+    qos: Option<String>,
+}
+
+impl IocostWrites {
+    /// The model first: the rate control the qos line sets is relative to it.
+    fn make(&self, laps: &mut Stopwatch) -> Result<()> {
+        let root = std::path::Path::new("/");
+        if let Some(line) = &self.model {
+            self.fs.write_file(root, "io.cost.model", line)?;
+            laps.lap("iocost model");
+        }
+        if let Some(line) = &self.qos {
+            self.fs.write_file(root, "io.cost.qos", line)?;
+            laps.lap("iocost qos");
+        }
+        Ok(())
+    }
+}
+
 fn iocost_entry(id: u64, device: &str, before: &IocostLines) -> Change {
     Change::Iocost {
         restriction: id,
@@ -1181,6 +1318,68 @@ mod tests {
              max=100.00"
         ));
         assert!(!is_ours("enable=1 ctrl=auto"));
+    }
+
+    fn weight(model: Option<Model>) -> WriteControl {
+        WriteControl::Weight {
+            weight: 1,
+            model,
+            fallback: 18_750_000,
+        }
+    }
+
+    /// The hold begun before the offender is placed: journaled at once, written on a thread
+    /// of its own, its write shown as done alongside.
+    #[tokio::test]
+    async fn iocost_is_journaled_at_once_and_turned_on_alongside_the_move() {
+        let (dir, mut actuator, dev, root, fs) = bed();
+        let model = Model::pinned(25_000_000);
+        let pending = actuator.begin_hold(&fs, 4, dev, weight(Some(model)));
+        let (_, recorded) = Journal::open(&dir.path().join("state.json")).unwrap();
+        assert!(
+            matches!(recorded[..], [Change::Iocost { restriction: 4, .. }]),
+            "{recorded:?}"
+        );
+        assert!(matches!(pending, PendingHold::Writing { .. }));
+        assert_eq!(actuator.finish_hold(pending).await, weight(Some(model)));
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            format!("254:16 {QOS}")
+        );
+        assert_eq!(actuator.stopwatch.steps(), ["iocost wait"]);
+        assert_eq!(
+            actuator.stopwatch.steps_alongside(),
+            ["iocost model", "iocost qos"]
+        );
+        // Already on as wanted: nothing to write, nothing to wait for.
+        let again = actuator.begin_hold(&fs, 4, dev, weight(Some(model)));
+        assert!(matches!(again, PendingHold::Ready(w) if w == weight(Some(model))));
+    }
+
+    /// The writes fail (here: a file that is read but refuses writes, as the kernel refuses a
+    /// line): the fallback limit, the journal entry kept so that whatever was written is put
+    /// back.
+    #[tokio::test]
+    async fn a_hold_whose_iocost_write_fails_falls_back_to_a_limit() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        std::fs::remove_file(root.join("io.cost.qos")).unwrap();
+        std::os::unix::fs::symlink("/proc/version", root.join("io.cost.qos")).unwrap();
+        let pending = actuator.begin_hold(&fs, 5, dev, weight(Some(Model::pinned(25_000_000))));
+        assert!(matches!(pending, PendingHold::Writing { .. }));
+        assert_eq!(
+            actuator.finish_hold(pending).await,
+            WriteControl::Limit(18_750_000)
+        );
+        assert!(matches!(
+            actuator.journal.changes(),
+            [Change::Iocost { restriction: 5, .. }]
+        ));
+        // A write limit to begin with is left as it is.
+        let limit = WriteControl::Limit(9_000_000);
+        assert!(matches!(
+            actuator.begin_hold(&fs, 6, dev, limit),
+            PendingHold::Ready(w) if w == limit
+        ));
     }
 
     #[test]

@@ -183,17 +183,19 @@ impl Actuator {
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 active.home = cgroups::of_process(root);
+                // iocost turned on while the cgroup is made and the offender moved.
+                let pending = self.begin_hold(&fs, id, limits.dev, limits.write);
+                self.stopwatch.lap("iocost journal");
                 let cg = self.create_cgroup(&fs, id, root, limits)?;
                 self.stopwatch.lap("cgroup");
                 for &pid in members {
                     self.move_into(&fs, id, pid, &cg)?;
                 }
                 self.stopwatch.lap("move");
-                // iocost last: each write of io.cost.* freezes the disk's request queue until
-                // the writes in flight complete (6.12: 33-84 ms each in the 10 MB/s bench, two
-                // writes to turn it on), and memory.high holds the writer from the move on.
-                let held = self.hold_by(&fs, id, limits);
-                self.stopwatch.lap("iocost");
+                let held = CgroupLimits {
+                    write: self.finish_hold(pending).await,
+                    ..limits.clone()
+                };
                 if held != *limits {
                     cgroup_moves::write_limits(&fs, &cg, &held, cgroup_moves::Io::Set)?;
                     self.stopwatch.lap("limits");
@@ -393,7 +395,6 @@ impl Actuator {
                 cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
-                let (systemd, laps) = self.systemd_timed()?;
                 // A user manager without io keeps holding memory.high alone.
                 if unit_cgroup.as_deref().is_some_and(|cg| {
                     manager.is_some()
@@ -401,8 +402,10 @@ impl Actuator {
                 }) {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
+                let pending = self.begin_unit_hold(id, l)?;
+                let (systemd, laps) = self.systemd_timed()?;
                 systemd.set_limits(manager, &unit, l, laps).await?;
-                *l = self.hold_unit(id, manager, &unit, l.clone()).await?;
+                *l = self.hold_unit(manager, &unit, l.clone(), pending).await?;
             }
             // A different kind of action (the configuration changed): kept until release.
             _ => return Ok(None),

@@ -11,6 +11,8 @@ pub struct Stopwatch {
     started: Instant,
     last: Instant,
     laps: Vec<(&'static str, Duration)>,
+    /// Steps done on another thread meanwhile: part of the total, not added to it.
+    alongside: Vec<(&'static str, Duration)>,
 }
 
 impl Default for Stopwatch {
@@ -26,6 +28,7 @@ impl Stopwatch {
             started: now,
             last: now,
             laps: Vec::new(),
+            alongside: Vec::new(),
         }
     }
 
@@ -34,6 +37,11 @@ impl Stopwatch {
         let now = Instant::now();
         self.laps.push((step, now - self.last));
         self.last = now;
+    }
+
+    /// Takes in `other`'s steps as done alongside this stopwatch's.
+    pub fn alongside(&mut self, other: Stopwatch) {
+        self.alongside.extend(other.laps);
     }
 
     pub fn total(&self) -> Duration {
@@ -45,6 +53,12 @@ impl Stopwatch {
     pub fn steps(&self) -> Vec<&'static str> {
         self.laps.iter().map(|(step, _)| *step).collect()
     }
+
+    /// The steps done alongside so far, in order.
+    #[cfg(test)]
+    pub fn steps_alongside(&self) -> Vec<&'static str> {
+        self.alongside.iter().map(|(step, _)| *step).collect()
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -54,14 +68,18 @@ fn ms(d: Duration) -> String {
 impl fmt::Display for Stopwatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", ms(self.total()))?;
-        let shown: Vec<String> = self
-            .laps
-            .iter()
-            .filter(|(_, d)| *d >= Duration::from_millis(1))
-            .map(|(step, d)| format!("{step} {}", ms(*d)))
-            .collect();
-        if !shown.is_empty() {
-            write!(f, ": {}", shown.join(", "))?;
+        let shown = |laps: &[(&'static str, Duration)]| -> Vec<String> {
+            laps.iter()
+                .filter(|(_, d)| *d >= Duration::from_millis(1))
+                .map(|(step, d)| format!("{step} {}", ms(*d)))
+                .collect()
+        };
+        let (own, alongside) = (shown(&self.laps), shown(&self.alongside));
+        if !own.is_empty() {
+            write!(f, ": {}", own.join(", "))?;
+        }
+        if !alongside.is_empty() {
+            write!(f, "; alongside: {}", alongside.join(", "))?;
         }
         Ok(())
     }
@@ -82,8 +100,34 @@ mod tests {
                 ("move", Duration::from_millis(31)),
                 ("iocost", Duration::from_micros(220_700)),
             ],
+            alongside: Vec::new(),
         };
         assert_eq!(w.to_string(), "252 ms: move 31 ms, iocost 221 ms");
+    }
+
+    #[test]
+    fn steps_done_alongside_are_named_apart_and_not_added() {
+        let t0 = Instant::now();
+        let mut w = Stopwatch {
+            started: t0,
+            last: t0 + Duration::from_millis(60),
+            laps: vec![
+                ("move", Duration::from_millis(31)),
+                ("iocost wait", Duration::from_millis(29)),
+            ],
+            alongside: Vec::new(),
+        };
+        let other = Stopwatch {
+            started: t0,
+            last: t0 + Duration::from_millis(58),
+            laps: vec![("iocost qos", Duration::from_millis(58))],
+            alongside: Vec::new(),
+        };
+        w.alongside(other);
+        assert_eq!(
+            w.to_string(),
+            "60 ms: move 31 ms, iocost wait 29 ms; alongside: iocost qos 58 ms"
+        );
     }
 
     #[test]

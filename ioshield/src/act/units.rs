@@ -11,6 +11,7 @@ use anyhow::{Result, anyhow};
 
 use super::{
     Actuator, ScopeLimits, WriteControl, identity,
+    iocost::PendingHold,
     method::NO_WRITE_LIMIT,
     placement::{self, Placement},
     systemd::{Manager, manager_name},
@@ -76,9 +77,9 @@ impl Actuator {
         }
         match placement {
             Placement::InPlace { unit, user } => {
+                let pending = self.begin_unit_hold(id, &limits)?;
                 self.limit_in_place(id, user, &unit, &limits).await?;
-                let limits = self.hold_unit(id, user, &unit, limits).await?;
-                self.stopwatch.lap("iocost");
+                let limits = self.hold_unit(user, &unit, limits, pending).await?;
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()
@@ -86,11 +87,11 @@ impl Actuator {
                 Ok(Done::Unit(unit, user, cgroup, what, limits))
             }
             Placement::Split { unit, slice, user } => {
+                let pending = self.begin_unit_hold(id, &limits)?;
                 let scope = self
                     .start_scope(id, user, root, members, &limits, &slice, &unit)
                     .await?;
-                let limits = self.hold_unit(id, user, &scope, limits).await?;
-                self.stopwatch.lap("iocost");
+                let limits = self.hold_unit(user, &scope, limits, pending).await?;
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
@@ -179,20 +180,26 @@ impl Actuator {
         Ok(unit)
     }
 
-    /// `limits`, set on `unit`, as they hold: iocost turned on for the disk (journaled) when the
-    /// unit is held by weight, or the fallback write limit set on the unit where that fails.
-    /// iocost last, as on cgroupfs: turning it on freezes the disk's queue for a moment, while
-    /// MemoryHigh already holds the writer.
+    /// iocost turned on for `limits`' disk while systemd limits the unit or starts the scope
+    /// (see [`Actuator::begin_hold`]).
+    pub(super) fn begin_unit_hold(&mut self, id: u64, limits: &ScopeLimits) -> Result<PendingHold> {
+        let fs = self.systemd()?.hierarchy();
+        let pending = self.begin_hold(&fs, id, limits.dev, limits.write);
+        self.stopwatch.lap("iocost journal");
+        Ok(pending)
+    }
+
+    /// `limits`, set on `unit`, as they hold: iocost turned on for the disk (`pending`) when
+    /// the unit is held by weight, or the fallback write limit set on the unit where that fails.
     pub(super) async fn hold_unit(
         &mut self,
-        id: u64,
         user: Manager,
         unit: &str,
         limits: ScopeLimits,
+        pending: PendingHold,
     ) -> Result<ScopeLimits> {
         let by_weight = matches!(limits.write, WriteControl::Weight { .. });
-        let fs = self.systemd()?.hierarchy();
-        let write = self.hold_write(&fs, id, limits.dev, limits.write);
+        let write = self.finish_hold(pending).await;
         let held = ScopeLimits { write, ..limits };
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
             let (systemd, laps) = self.systemd_timed()?;
