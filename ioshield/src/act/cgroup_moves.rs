@@ -77,6 +77,24 @@ impl Actuator {
         Ok(cg)
     }
 
+    /// A new cgroup for restriction `id`, with `members` moved into it.
+    pub(super) fn place_in_cgroup(
+        &mut self,
+        fs: &Cgroupfs,
+        id: u64,
+        root: u32,
+        members: &[u32],
+        limits: &CgroupLimits,
+    ) -> Result<PathBuf> {
+        let cg = self.create_cgroup(fs, id, root, limits)?;
+        self.stopwatch.lap("cgroup");
+        for &pid in members {
+            self.move_into(fs, id, pid, &cg)?;
+        }
+        self.stopwatch.lap("move");
+        Ok(cg)
+    }
+
     pub(super) fn move_into(&mut self, fs: &Cgroupfs, id: u64, pid: u32, to: &Path) -> Result<()> {
         let (Some(process), Some(from)) = (identity::of_process(pid), cgroups::of_process(pid))
         else {

@@ -16,7 +16,9 @@
 use anyhow::{Result, anyhow};
 
 use super::{
-    Actuator, CgroupLimits, UndoReport, WriteControl, cgroup::Cgroupfs, stopwatch::Stopwatch,
+    Actuator, CgroupLimits, UndoReport, WriteControl,
+    cgroup::Cgroupfs,
+    iocost_writer::{IocostWrites, Made},
 };
 use crate::{
     journal::Change,
@@ -582,8 +584,8 @@ impl Actuator {
         }
     }
 
-    /// [`Actuator::hold_write`] begun: iocost's settings journaled, and written on a thread of
-    /// their own while the caller places the offender; [`Actuator::finish_hold`] ends it. One
+    /// [`Actuator::hold_write`] begun: iocost's settings journaled, and written by the
+    /// [`IocostWriter`](super::iocost_writer::IocostWriter)'s thread while the caller places the offender; [`Actuator::finish_hold`] ends it. One
     /// after the other, turning iocost on (its `io.cost.qos` write freezes the disk's queue
     /// until the writes in flight complete: 48-60 ms on the 6.12 bench, 40-434 ms on the e2e's
     /// busy disk) and the move (a cgroup migration waits for an RCU grace period: 22-33 ms) or
@@ -621,14 +623,18 @@ impl Actuator {
             model: Some(model),
             fallback,
         };
-        if writes.model.is_none() && writes.qos.is_none() {
+        if writes.is_empty() {
             return PendingHold::Ready(held);
         }
-        let task = tokio::task::spawn_blocking(move || {
-            let mut laps = Stopwatch::start();
-            let made = writes.make(&mut laps);
-            (made, laps)
-        });
+        let task = match self.iocost_writer.hand_over(writes) {
+            Ok(task) => task,
+            Err(writes) => {
+                return match writes.make(&mut self.stopwatch) {
+                    Ok(()) => PendingHold::Ready(held),
+                    Err(e) => PendingHold::Ready(cannot_turn_on(dev, &e, fallback)),
+                };
+            }
+        };
         PendingHold::Writing {
             dev,
             held,
@@ -660,7 +666,30 @@ impl Actuator {
                     Err(e) => cannot_turn_on(dev, &e, fallback),
                 }
             }
-            Err(e) => cannot_turn_on(dev, &anyhow!("{e}"), fallback),
+            Err(_) => cannot_turn_on(dev, &anyhow!("the iocost writer thread is gone"), fallback),
+        }
+    }
+
+    /// A restriction that failed after [`Actuator::begin_hold`] (its cgroup, move, unit or
+    /// scope): the iocost it turned on put back once its writes are made, as it was before
+    /// (retried later if that fails), so that no disk stays held for a restriction that never
+    /// was.
+    pub(super) async fn abandon_hold(&mut self, id: u64, pending: PendingHold) {
+        self.finish_hold(pending).await;
+        let ours: Vec<Change> = self
+            .journal
+            .changes()
+            .iter()
+            .filter(|c| matches!(c, Change::Iocost { restriction, .. } if *restriction == id))
+            .cloned()
+            .collect();
+        if ours.is_empty() {
+            return;
+        }
+        let mut report = self.undo(&ours).await;
+        self.settle(&ours, &mut report);
+        for e in &report.errors {
+            tracing::warn!("putting iocost back after a failed restriction: {e}");
         }
     }
 
@@ -736,37 +765,14 @@ fn cannot_turn_on(dev: DevId, e: &anyhow::Error, fallback: u64) -> WriteControl 
 pub(super) enum PendingHold {
     /// Nothing (more) to write.
     Ready(WriteControl),
-    /// The writes on a blocking thread; `held` once they are made, `fallback` if they fail.
+    /// The writes handed to the [`IocostWriter`](super::iocost_writer::IocostWriter); `held` once they are made, `fallback` if they
+    /// fail.
     Writing {
         dev: DevId,
         held: WriteControl,
         fallback: u64,
-        task: tokio::task::JoinHandle<(Result<()>, Stopwatch)>,
+        task: tokio::sync::oneshot::Receiver<Made>,
     },
-}
-
-/// The `io.cost.*` lines a restriction writes to the root cgroup, journaled already. They need
-/// no actuator, so they can be written on a thread of their own ([`Actuator::begin_hold`]).
-struct IocostWrites {
-    fs: Cgroupfs,
-    model: Option<String>,
-    qos: Option<String>,
-}
-
-impl IocostWrites {
-    /// The model first: the rate control the qos line sets is relative to it.
-    fn make(&self, laps: &mut Stopwatch) -> Result<()> {
-        let root = std::path::Path::new("/");
-        if let Some(line) = &self.model {
-            self.fs.write_file(root, "io.cost.model", line)?;
-            laps.lap("iocost model");
-        }
-        if let Some(line) = &self.qos {
-            self.fs.write_file(root, "io.cost.qos", line)?;
-            laps.lap("iocost qos");
-        }
-        Ok(())
-    }
 }
 
 fn iocost_entry(id: u64, device: &str, before: &IocostLines) -> Change {
@@ -1354,6 +1360,21 @@ mod tests {
         // Already on as wanted: nothing to write, nothing to wait for.
         let again = actuator.begin_hold(&fs, 4, dev, weight(Some(model)));
         assert!(matches!(again, PendingHold::Ready(w) if w == weight(Some(model))));
+    }
+
+    /// A restriction that fails after turning iocost on (its move, its unit): the disk put back
+    /// as it was, nothing left in the journal for it.
+    #[tokio::test]
+    async fn a_failed_restriction_puts_the_iocost_it_turned_on_back() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        let pending = actuator.begin_hold(&fs, 7, dev, weight(Some(Model::pinned(25_000_000))));
+        actuator.abandon_hold(7, pending).await;
+        assert_eq!(
+            std::fs::read_to_string(root.join("io.cost.qos")).unwrap(),
+            "254:16 enable=0 ctrl=auto"
+        );
+        assert_eq!(state(&root, dev), State::Off);
+        assert!(actuator.journal.changes().is_empty());
     }
 
     /// The writes fail (here: a file that is read but refuses writes, as the kernel refuses a

@@ -6,6 +6,7 @@ mod cgroup_moves;
 mod demote;
 pub mod identity;
 pub mod iocost;
+mod iocost_writer;
 pub mod ioprio;
 pub mod method;
 mod pending;
@@ -110,6 +111,7 @@ pub struct Actuator {
     lingering: HashMap<String, std::time::Instant>,
     /// The steps of the restriction being made.
     stopwatch: Stopwatch,
+    iocost_writer: iocost_writer::IocostWriter,
 }
 
 impl Actuator {
@@ -127,6 +129,7 @@ impl Actuator {
             bdi_root: PathBuf::from(crate::system::bdi::SYSFS),
             lingering: HashMap::new(),
             stopwatch: Stopwatch::start(),
+            iocost_writer: iocost_writer::IocostWriter::start(),
         }
     }
 
@@ -186,12 +189,13 @@ impl Actuator {
                 // iocost turned on while the cgroup is made and the offender moved.
                 let pending = self.begin_hold(&fs, id, limits.dev, limits.write);
                 self.stopwatch.lap("iocost journal");
-                let cg = self.create_cgroup(&fs, id, root, limits)?;
-                self.stopwatch.lap("cgroup");
-                for &pid in members {
-                    self.move_into(&fs, id, pid, &cg)?;
-                }
-                self.stopwatch.lap("move");
+                let cg = match self.place_in_cgroup(&fs, id, root, members, limits) {
+                    Ok(cg) => cg,
+                    Err(e) => {
+                        self.abandon_hold(id, pending).await;
+                        return Err(e);
+                    }
+                };
                 let held = CgroupLimits {
                     write: self.finish_hold(pending).await,
                     ..limits.clone()
@@ -402,9 +406,9 @@ impl Actuator {
                 }) {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
-                let pending = self.begin_unit_hold(id, l)?;
                 let (systemd, laps) = self.systemd_timed()?;
                 systemd.set_limits(manager, &unit, l, laps).await?;
+                let pending = self.begin_unit_hold(id, l)?;
                 *l = self.hold_unit(manager, &unit, l.clone(), pending).await?;
             }
             // A different kind of action (the configuration changed): kept until release.

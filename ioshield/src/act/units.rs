@@ -78,7 +78,10 @@ impl Actuator {
         match placement {
             Placement::InPlace { unit, user } => {
                 let pending = self.begin_unit_hold(id, &limits)?;
-                self.limit_in_place(id, user, &unit, &limits).await?;
+                if let Err(e) = self.limit_in_place(id, user, &unit, &limits).await {
+                    self.abandon_hold(id, pending).await;
+                    return Err(e);
+                }
                 let limits = self.hold_unit(user, &unit, limits, pending).await?;
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
@@ -88,9 +91,16 @@ impl Actuator {
             }
             Placement::Split { unit, slice, user } => {
                 let pending = self.begin_unit_hold(id, &limits)?;
-                let scope = self
+                let scope = match self
                     .start_scope(id, user, root, members, &limits, &slice, &unit)
-                    .await?;
+                    .await
+                {
+                    Ok(scope) => scope,
+                    Err(e) => {
+                        self.abandon_hold(id, pending).await;
+                        return Err(e);
+                    }
+                };
                 let limits = self.hold_unit(user, &scope, limits, pending).await?;
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
