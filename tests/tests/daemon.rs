@@ -784,6 +784,11 @@ fn status_and_metrics_show_the_offender() {
         "{file}"
     );
     assert!(file.contains("ioshield_build_info{version="), "{file}");
+    // The time the restriction took, one observation under its method.
+    assert!(
+        file.contains("ioshield_restrict_seconds_count{method=\"ioprio\"} 1\n"),
+        "{file}"
+    );
     // node_exporter's textfile collector takes the classic format only, and all of it or nothing.
     let (ok, said) = promtool_check(&file);
     println!("promtool check metrics < textfile: ok={ok} {said:?}");

@@ -135,6 +135,7 @@ impl DiskRuntime {
                 place,
                 took,
             }) => {
+                fx.metrics.restricted(method.label(), took.total());
                 let message = format!(
                     "{verb} pid {} ({comm}) {why}: {how} ({} processes, in {took})",
                     offender.pid,

@@ -10,7 +10,12 @@ use crate::{model::sample::Sample, system::devices::Disk};
 use anyhow::{Context as _, Result};
 use prometheus_client::{
     encoding::{EncodeLabelSet, text::encode},
-    metrics::{counter::Counter, family::Family, gauge::Gauge},
+    metrics::{
+        counter::Counter,
+        family::Family,
+        gauge::Gauge,
+        histogram::{Histogram, exponential_buckets},
+    },
     registry::Registry,
 };
 use tokio::{
@@ -49,6 +54,18 @@ pub struct ActionLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct MethodLabel {
+    /// cgroup | ioprio | dry-run
+    pub method: String,
+}
+
+/// 10 ms to 5.12 s: a restriction on cgroupfs takes tens of ms, one through systemd up to
+/// seconds (a user's systemd reached for the first time, a busy disk's queue freeze).
+fn restrict_seconds_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(0.01, 2.0, 10))
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ProgramLabel {
     pub program: String,
 }
@@ -70,6 +87,7 @@ pub struct Metrics {
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
     pub backlog_guard: Family<DeviceLabel, Gauge>,
     pub actions: Family<ActionLabel, Counter>,
+    pub restrict_seconds: Family<MethodLabel, Histogram, fn() -> Histogram>,
     pub undone_changes: Counter,
     pub pending_undos: Gauge,
     pub lost: Family<LostLabel, Counter>,
@@ -91,6 +109,7 @@ impl Metrics {
             bandwidth: Family::default(),
             backlog_guard: Family::default(),
             actions: Family::default(),
+            restrict_seconds: Family::new_with_constructor(restrict_seconds_buckets),
             undone_changes: Counter::default(),
             pending_undos: Gauge::default(),
             lost: Family::default(),
@@ -136,6 +155,12 @@ impl Metrics {
             "actions",
             "Restrictions and releases, by method and result",
             m.actions.clone(),
+        );
+        registry.register(
+            "restrict_seconds",
+            "Time from the decision to restrict to the offender held, by method: what the \
+             offender dirtied meanwhile is backlog the others wait for",
+            m.restrict_seconds.clone(),
         );
         registry.register(
             "undone_changes",
@@ -188,6 +213,15 @@ impl Metrics {
                 result: if ok { "ok" } else { "error" }.into(),
             })
             .inc();
+    }
+
+    /// How long a restriction that worked took to put in place.
+    pub fn restricted(&self, method: &str, took: std::time::Duration) {
+        self.restrict_seconds
+            .get_or_create(&MethodLabel {
+                method: method.into(),
+            })
+            .observe(took.as_secs_f64());
     }
 
     /// What one sample adds: bytes dirtied and time throttled per disk, and lost events.
@@ -332,11 +366,23 @@ mod tests {
                 result: "ok".into(),
             })
             .inc();
+        m.restricted("cgroup", std::time::Duration::from_millis(62));
         let text = m.render();
         assert!(
             text.contains("ioshield_dirtied_bytes_total{device=\"vdb\"} 4096"),
             "{text}"
         );
+        assert!(
+            text.contains("# TYPE ioshield_restrict_seconds histogram\n"),
+            "{text}"
+        );
+        for line in [
+            "ioshield_restrict_seconds_bucket{le=\"0.04\",method=\"cgroup\"} 0\n",
+            "ioshield_restrict_seconds_bucket{le=\"0.08\",method=\"cgroup\"} 1\n",
+            "ioshield_restrict_seconds_count{method=\"cgroup\"} 1\n",
+        ] {
+            assert!(text.contains(line), "{line} in {text}");
+        }
         assert!(text.contains(
             "ioshield_actions_total{action=\"restrict\",method=\"cgroup\",result=\"ok\"} 1"
         ));
