@@ -2,7 +2,8 @@
 //! placing the offender (`Actuator::begin_hold`): the `io.cost.qos` write that turns iocost on
 //! sleeps until the disk's writes in flight complete. The thread is made with the actuator:
 //! one made at the restriction, on the blocking pool, took 10-28 ms of its time on the
-//! emulated bench guest (the step before the move, against 4-8 ms for the same work inline).
+//! emulated bench guest (the step before the move, against 4-13 ms for the journal entry and
+//! the write made inline; docs/bench/alongside.md).
 use std::{path::Path, sync::mpsc};
 
 use anyhow::Result;
