@@ -366,7 +366,9 @@ impl Actuator {
     /// Turns iocost on for `dev` with `model`, or moves the model and rate control of the iocost
     /// ioshield turned on. The disk's settings are journaled before the first write. Returns
     /// the model in place (see [`kept_model`]), or `None`, changing nothing, when iocost on the
-    /// disk is someone else's.
+    /// disk is someone else's. What a restriction does in two halves (`begin_hold`,
+    /// `finish_hold`), in one call for the tests.
+    #[cfg(test)]
     pub(super) fn set_iocost(
         &mut self,
         fs: &Cgroupfs,
@@ -540,53 +542,24 @@ impl Actuator {
     /// `limits` as they can be carried out: iocost turned on (or its model moved) where they
     /// hold the offender by weight, and `io.max` instead where that fails (a disk iocost does
     /// not support, someone else's iocost appearing meanwhile).
-    pub(super) fn hold_by(
+    pub(super) async fn hold_by(
         &mut self,
         fs: &Cgroupfs,
         id: u64,
         limits: &CgroupLimits,
     ) -> CgroupLimits {
+        let pending = self.begin_hold(fs, id, limits.dev, limits.write);
         CgroupLimits {
-            write: self.hold_write(fs, id, limits.dev, limits.write),
+            write: self.finish_hold(pending).await,
             ..limits.clone()
         }
     }
 
-    /// `write` as it can be carried out on `dev` (see [`Actuator::hold_by`]): unchanged, with
-    /// no model where the disk's iocost is someone else's, or the fallback write limit.
-    pub(super) fn hold_write(
-        &mut self,
-        fs: &Cgroupfs,
-        id: u64,
-        dev: DevId,
-        write: WriteControl,
-    ) -> WriteControl {
-        let WriteControl::Weight {
-            weight,
-            model: Some(m),
-            fallback,
-        } = write
-        else {
-            return write;
-        };
-        match self.set_iocost(fs, id, dev, m) {
-            Ok(Some(m)) => WriteControl::Weight {
-                weight,
-                model: Some(m),
-                fallback,
-            },
-            Ok(None) => WriteControl::Weight {
-                weight,
-                model: None,
-                fallback,
-            },
-            Err(e) => cannot_turn_on(dev, &e, fallback),
-        }
-    }
-
-    /// [`Actuator::hold_write`] begun: iocost's settings journaled, and written by the
-    /// [`IocostWriter`](super::iocost_writer::IocostWriter)'s thread while the caller places the offender; [`Actuator::finish_hold`] ends it. One
-    /// after the other, turning iocost on (its `io.cost.qos` write freezes the disk's queue
+    /// `write` as it can be carried out on `dev`, begun: unchanged, with no model where the
+    /// disk's iocost is someone else's, else iocost's settings journaled, and written by the
+    /// [`IocostWriter`](super::iocost_writer::IocostWriter)'s thread while the caller places the
+    /// offender; [`Actuator::finish_hold`] ends it (the fallback write limit where the writes
+    /// fail). One after the other, turning iocost on (its `io.cost.qos` write freezes the disk's queue
     /// until the writes in flight complete: 48-60 ms on the 6.12 bench, 40-434 ms on the e2e's
     /// busy disk) and the move (a cgroup migration waits for an RCU grace period: 22-33 ms) or
     /// systemd's scope were most of the time a restriction took, while the offender dirtied
@@ -1403,8 +1376,8 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn someone_elses_iocost_is_neither_taken_over_nor_undone() {
+    #[tokio::test]
+    async fn someone_elses_iocost_is_neither_taken_over_nor_undone() {
         let (_dir, mut actuator, dev, root, fs) = bed();
         let theirs = "254:16 enable=1 ctrl=user rpct=90.00 rlat=10000 wpct=90.00 wlat=10000 \
                       min=50.00 max=150.00";
@@ -1429,7 +1402,7 @@ mod tests {
             memory_high: None,
         };
         assert_eq!(
-            actuator.hold_by(&fs, 1, &limits).write,
+            actuator.hold_by(&fs, 1, &limits).await.write,
             WriteControl::Weight {
                 weight: 1,
                 model: None,

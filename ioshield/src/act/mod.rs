@@ -395,7 +395,7 @@ impl Actuator {
                     .cgroupfs
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
-                *l = self.hold_by(&fs, id, l);
+                *l = self.hold_by(&fs, id, l).await;
                 cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
