@@ -8,6 +8,7 @@ pub mod identity;
 pub mod iocost;
 mod iocost_writer;
 pub mod ioprio;
+mod memory_headroom;
 pub mod method;
 mod pending;
 pub mod placement;
@@ -407,7 +408,9 @@ impl Actuator {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
                 let (systemd, laps) = self.systemd_timed()?;
-                systemd.set_limits(manager, &unit, l, laps).await?;
+                systemd
+                    .set_limits(manager, &unit, l, memory_headroom::Writer::Held, laps)
+                    .await?;
                 let pending = self.begin_unit_hold(id, l)?;
                 *l = self.hold_unit(manager, &unit, l.clone(), pending).await?;
             }

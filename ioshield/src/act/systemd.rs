@@ -10,6 +10,7 @@ use zbus::{
 };
 
 use super::{
+    memory_headroom::{Writer, memory_high_to_ask},
     method::{ScopeLimits, WriteControl},
     stopwatch::Stopwatch,
 };
@@ -576,23 +577,36 @@ impl Systemd {
 
     /// Sets the unit's write limit on the disk, or its weight (then without a write limit), and
     /// its MemoryHigh (none: unlimited). A write limit leaves the weight as it is: the undo puts
-    /// back the one the unit had.
+    /// back the one the unit had. `writer`: whether the unit's writer is held already.
     /// `laps` times its steps.
     pub async fn set_limits(
         &self,
         m: Manager,
         unit: &str,
         limits: &ScopeLimits,
+        writer: Writer,
         laps: &mut Stopwatch,
     ) -> Result<()> {
         // Writing memory.high below what a cgroup holds makes the writer of that file, PID 1,
         // reclaim the difference synchronously, dirty pages included: seconds under a
         // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
-        // timed out). Never ask for less than the unit holds now: the offender's own
-        // allocations then meet the limit, in its own context.
-        let memory_high = match limits.memory_high {
-            Some(high) => Some(high.max(self.memory_current(m, unit).await.unwrap_or(0))),
-            None => None,
+        // timed out). Never ask for less than the unit will hold when systemd writes it: the
+        // offender's own allocations then meet the limit, in its own context.
+        let memory_high = match (limits.memory_high, self.memory_current(m, unit).await) {
+            (Some(high), Some(now)) => {
+                let ask = memory_high_to_ask(high, now, writer);
+                if ask != high {
+                    tracing::info!(
+                        "{unit}: MemoryHigh set at {} rather than {}: it holds {} (systemd \
+                         would reclaim the difference itself, answering nobody meanwhile)",
+                        crate::display::show_bytes(ask),
+                        crate::display::show_bytes(high),
+                        crate::display::show_bytes(now)
+                    );
+                }
+                Some(ask)
+            }
+            (high, _) => high,
         };
         laps.lap("memory read");
         let props = limit_properties(limits, memory_high);

@@ -12,6 +12,7 @@ use anyhow::{Result, anyhow};
 use super::{
     Actuator, ScopeLimits, WriteControl, identity,
     iocost::PendingHold,
+    memory_headroom::Writer,
     method::NO_WRITE_LIMIT,
     placement::{self, Placement},
     systemd::{Manager, manager_name},
@@ -142,7 +143,10 @@ impl Actuator {
         self.journal.record(change.clone())?;
         self.stopwatch.lap("journal");
         let (systemd, laps) = self.systemd_timed()?;
-        if let Err(e) = systemd.set_limits(user, unit, limits, laps).await {
+        if let Err(e) = systemd
+            .set_limits(user, unit, limits, Writer::Growing, laps)
+            .await
+        {
             // A call that timed out may still have been carried out: put the previous values
             // back (harmless if nothing changed); if that fails too, it is retried later.
             self.abandon(change).await;
@@ -213,7 +217,9 @@ impl Actuator {
         let held = ScopeLimits { write, ..limits };
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
             let (systemd, laps) = self.systemd_timed()?;
-            systemd.set_limits(user, unit, &held, laps).await?;
+            systemd
+                .set_limits(user, unit, &held, Writer::Held, laps)
+                .await?;
         }
         Ok(held)
     }
