@@ -3,8 +3,8 @@
 //! writer of that file (systemd, PID 1 or the user's manager), everything the cgroup holds
 //! above the new value, dirty pages included: it waits for their writeback, and systemd
 //! answers nobody meanwhile. Asked for the unit's memory as read a moment before, the e2e's
-//! calls took 167-432 ms while the writer kept adding pages in between (37-96 ms without that
-//! reclaim). The room must stay small: what the unit may hold above its memory at the
+//! calls took up to 432 ms (five of six over 160) while the writer kept adding pages in
+//! between (37-96 ms without that reclaim). The room must stay small: what the unit may hold above its memory at the
 //! restriction is dirty data iocost then writes at the offender's weight, which the innocents'
 //! commits wait for (room from the writer's growth, 40-100 MB in the e2e, doubled the longest
 //! commit pause beside it; docs/bench/unit-set.md).
