@@ -155,8 +155,9 @@ pub struct SpeedProbe {
     listening: bool,
     /// Whether a window in which the writer used its rate showed the disk without room: the
     /// disk queued its writes at the held rate, which a second window would only show again,
-    /// at the innocents' cost. On the 6.12 bed the second window after such an answer held
-    /// the longest pause of 3 of 4 copies (commit 0.27-0.75 s against 0.24-0.30 s held,
+    /// at the innocents' cost: in the shipped default's copy bench of stop 38 the second
+    /// window held the committing load's longest pause in 2 of 4 runs (0.74 s on 6.12, 0.33 s
+    /// on 6.1, where the held seconds paused it at most 0.29 and 0.15 s;
     /// docs/bench/one-window.md).
     answered: bool,
 }
