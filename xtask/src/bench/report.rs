@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{
     matrix::Plan,
-    results::{LOADS, Run},
+    results::{LOADS, Phase, Run},
     stats::{Summary, summarize},
 };
 
@@ -99,6 +99,7 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
         }
         offender_section(&mut md, plan, kernel, runs);
         daemon_section(&mut md, plan, kernel, runs);
+        phase_section(&mut md, kernel, runs);
     }
     md
 }
@@ -225,6 +226,60 @@ fn daemon_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
     for (tag, kind, cnt, ns) in programs {
         let per = if cnt > 0 { ns as f64 / cnt as f64 } else { 0.0 };
         let _ = writeln!(md, "| {tag} | {kind} | {cnt} | {per:.0} |");
+    }
+    md.push('\n');
+}
+
+/// Each daemon run's longest innocent pause by the phase of the restriction it began in: which
+/// part of a restriction costs the innocents (a speed probe's window, its forced rate, the
+/// restriction's first second).
+fn phase_section(md: &mut String, kernel: &str, runs: &[Run]) {
+    let mine: Vec<&Run> = runs
+        .iter()
+        .filter(|r| r.kernel == kernel && !r.phases.is_empty())
+        .collect();
+    if mine.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## {kernel}, where the longest pauses began
+
+Longest pause s of the innocent loads \
+         ({}) that began in each phase of the daemon's restriction, by its log: the first \
+         second after `restrict`, held, a speed probe's window (the rate left to the kernel's \
+         latency control), its forced rate, after `release`.\n",
+        TABLE_LOADS.join(", ")
+    );
+    let header: Vec<&str> = Phase::ALL.iter().map(|p| p.label()).collect();
+    let _ = writeln!(
+        md,
+        "| scenario | run | {} |\n|---|---|{}",
+        header.join(" | "),
+        "---|".repeat(header.len())
+    );
+    for r in mine {
+        let mut longest = [None::<f64>; Phase::ALL.len()];
+        let pauses = TABLE_LOADS
+            .iter()
+            .filter_map(|l| r.load(l))
+            .flat_map(|l| &l.pauses);
+        for &(end, pause) in pauses {
+            let phase = r.phase_at(end - pause);
+            let i = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+            longest[i] = Some(longest[i].map_or(pause, |m: f64| m.max(pause)));
+        }
+        let cells: Vec<String> = longest
+            .iter()
+            .map(|l| l.map_or("-".into(), |s| format!("{s:.2}")))
+            .collect();
+        let _ = writeln!(
+            md,
+            "| {} | r{} | {} |",
+            r.scenario,
+            r.repeat,
+            cells.join(" | ")
+        );
     }
     md.push('\n');
 }

@@ -55,6 +55,8 @@ pub struct Run {
     pub actions: Vec<(f64, String)>,
     /// The first restriction to the disk's first measurement after it.
     pub measured_after_s: Option<f64>,
+    /// (seconds since the run's start, the phase the daemon's restriction entered then).
+    pub phases: Vec<(f64, Phase)>,
     pub bpf: Vec<BpfProgram>,
 }
 
@@ -70,7 +72,60 @@ impl Run {
     pub fn load(&self, name: &str) -> Option<&Load> {
         self.loads.iter().find(|l| l.name == name)
     }
+
+    /// The phase the daemon's restriction was in at `t` (seconds since the run's start).
+    pub fn phase_at(&self, t: f64) -> Phase {
+        self.phases
+            .iter()
+            .take_while(|(at, _)| *at <= t)
+            .last()
+            .map_or(Phase::Before, |(_, p)| *p)
+    }
 }
+
+/// What the daemon's restriction of the offender was doing, by its log: where the innocents'
+/// pauses begin says which part of a restriction costs them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// No restriction yet.
+    Before,
+    /// A restriction's first second: its set-up (iocost turned on, the move), and what the
+    /// writer dirtied before it still being written.
+    Starting,
+    /// The writer held at a rate (assumed, a lower bound, or measured).
+    Held,
+    /// A speed probe's window: the rate left to the kernel's latency control, bursts allowed.
+    Window,
+    /// A speed probe's forced rate, raised until the disk shows its speed.
+    Forced,
+    /// Released.
+    Released,
+}
+
+impl Phase {
+    pub const ALL: [Phase; 6] = [
+        Phase::Before,
+        Phase::Starting,
+        Phase::Held,
+        Phase::Window,
+        Phase::Forced,
+        Phase::Released,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Before => "before",
+            Phase::Starting => "first second",
+            Phase::Held => "held",
+            Phase::Window => "window",
+            Phase::Forced => "forced",
+            Phase::Released => "released",
+        }
+    }
+}
+
+/// How long [`Phase::Starting`] lasts.
+const STARTING_S: f64 = 1.0;
 
 /// Every run of the plan that left results; missing ones are reported and skipped.
 pub fn collect(plan: &Plan) -> Result<Vec<Run>> {
@@ -130,6 +185,10 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
             .find(|(t, a)| a == "measured" && *t >= restrict)
             .map(|(t, _)| t - restrict)
     });
+    let phases = match (offset, fs::read_to_string(dir.join("daemon.log"))) {
+        (Some(offset), Ok(log)) => daemon_phases(&log, offset, t0),
+        _ => Vec::new(),
+    };
     let (timeline, cpu, rss) = timeline(dir, t0);
     Ok(Run {
         scenario: scenario.to_string(),
@@ -145,6 +204,7 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
         offender_bytes_per_sec: offender.as_ref().map(|o| o.bytes_per_sec),
         actions,
         measured_after_s,
+        phases,
         bpf: bpf_stats(dir),
     })
 }
@@ -214,6 +274,44 @@ fn daemon_actions(log: &str, offset: f64, t0: f64) -> Vec<(f64, String)> {
             Some((wall - offset - t0, kind.to_string()))
         })
         .collect()
+}
+
+/// The phases of the daemon's restrictions (`restrict`, `retune` and `release` lines), on the
+/// loads' clock. A retune's reason names the speed probe's window ("left to the kernel's
+/// latency control") and its forced rate ("raised every"); any other holds the writer.
+fn daemon_phases(log: &str, offset: f64, t0: f64) -> Vec<(f64, Phase)> {
+    let mut phases: Vec<(f64, Phase)> = Vec::new();
+    for line in log.lines() {
+        let phase = if line.contains("INFO restrict pid") {
+            Phase::Starting
+        } else if line.contains("INFO release pid") {
+            Phase::Released
+        } else if line.contains("INFO retune pid") {
+            if line.contains("left to the kernel's latency control") {
+                Phase::Window
+            } else if line.contains("raised every") {
+                Phase::Forced
+            } else {
+                Phase::Held
+            }
+        } else {
+            continue;
+        };
+        let Some(wall) = line.split_whitespace().next().and_then(rfc3339_seconds) else {
+            continue;
+        };
+        let t = wall - offset - t0;
+        if let Some(&(start, Phase::Starting)) = phases.last()
+            && t > start + STARTING_S
+        {
+            phases.push((start + STARTING_S, Phase::Held));
+        }
+        phases.push((t, phase));
+    }
+    if let Some(&(start, Phase::Starting)) = phases.last() {
+        phases.push((start + STARTING_S, Phase::Held));
+    }
+    phases
 }
 
 /// Seconds since the epoch of a UTC timestamp like `2026-11-22T00:33:11.811095Z` (the format of
@@ -408,6 +506,61 @@ mod tests {
             kinds,
             [(5.0, "restrict"), (35.5, "measured"), (46.0, "release")]
         );
+    }
+
+    fn empty_run() -> Run {
+        Run {
+            scenario: String::new(),
+            kernel: String::new(),
+            repeat: 0,
+            loads: Vec::new(),
+            detect_latency_s: None,
+            daemon_cpu_percent: None,
+            daemon_rss_bytes: None,
+            daemon_rss_peak_bytes: None,
+            timeline: Vec::new(),
+            offender: None,
+            offender_bytes_per_sec: None,
+            actions: Vec::new(),
+            measured_after_s: None,
+            phases: Vec::new(),
+            bpf: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_restrictions_phases_on_the_loads_clock() {
+        let log = "\
+1970-01-01T00:00:10.000000Z  INFO restrict pid 232 (cp) dirtied 6.3 MB in 67 ms
+1970-01-01T00:00:17.000000Z  INFO retune pid 232 on /dev/vda: io.weight=1 (the disk's speed is not known after 7s: its rate left to the kernel's latency control until 10s, to see whether the disk has room)
+1970-01-01T00:00:20.000000Z  INFO retune pid 232 on /dev/vda: io.weight=1 (the disk's speed is not measured after 10s: the rate held at 25.0 MB/s (it wrote 21.6 MB/s with 1.08 writes in flight: no room))
+1970-01-01T00:00:40.000000Z  INFO retune pid 232 on /dev/vda: io.weight=1 (the disk's speed is not measured after 30s: the rate held at 31.2 MB/s at least (it wrote 24 MB/s with 1.1 writes in flight: a quarter more), raised every 5s until the disk shows its speed)
+1970-01-01T00:00:50.000000Z  INFO release pid 232 (cp) on /dev/vda: nothing of it is left
+1970-01-01T00:01:00.000000Z  INFO restrict pid 240 (cp) dirtied 6.3 MB in 67 ms
+1970-01-01T00:01:00.500000Z  INFO retune pid 240 on /dev/vda: io.weight=1 (the disk now measures 30 MB/s)
+";
+        let run = Run {
+            phases: daemon_phases(log, 2.0, 3.0),
+            ..empty_run()
+        };
+        assert_eq!(
+            run.phases,
+            [
+                (5.0, Phase::Starting),
+                (6.0, Phase::Held),
+                (12.0, Phase::Window),
+                (15.0, Phase::Held),
+                (35.0, Phase::Forced),
+                (45.0, Phase::Released),
+                (55.0, Phase::Starting),
+                (55.5, Phase::Held),
+            ]
+        );
+        assert_eq!(run.phase_at(4.9), Phase::Before);
+        assert_eq!(run.phase_at(5.5), Phase::Starting);
+        assert_eq!(run.phase_at(13.0), Phase::Window);
+        assert_eq!(run.phase_at(50.0), Phase::Released);
+        assert_eq!(run.phase_at(56.0), Phase::Held);
     }
 
     #[test]
