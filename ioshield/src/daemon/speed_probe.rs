@@ -532,7 +532,7 @@ mod tests {
         let (m, _) = listened(&mut late, 5, 20, 0.11).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         // A few writes say little of the disk, and the next window asks again (an untar held
-        // by iocost's debt wrote 3.5-6.4 MB/s of the 25 in its windows, docs/bench/one-window.md).
+        // by iocost's debt wrote 3.5-6.4 MB/s of the 25 in its windows, docs/bench/tar-stop39.md).
         let mut idle = SpeedProbe::default();
         let (m, why) = listened(&mut idle, 0, 14, 0.05).unwrap();
         assert_eq!(m, rate_control());
