@@ -11,6 +11,9 @@ mod report;
 mod results;
 mod stats;
 
+/// Timestamps of the daemon's log, for the checks that read it too.
+pub use results::rfc3339_seconds;
+
 use std::path::PathBuf;
 
 use anyhow::Result;
