@@ -265,8 +265,8 @@ Longest pause s of the innocent loads \
             .filter_map(|l| r.load(l))
             .flat_map(|l| &l.pauses);
         for &(end, pause) in pauses {
-            let phase = r.phase_at(end - pause);
-            let i = Phase::ALL.iter().position(|p| *p == phase).unwrap_or(0);
+            // `Phase::ALL` lists the phases in their declaration order.
+            let i = r.phase_at(end - pause) as usize;
             longest[i] = Some(longest[i].map_or(pause, |m: f64| m.max(pause)));
         }
         let cells: Vec<String> = longest

@@ -561,6 +561,10 @@ mod tests {
         assert_eq!(run.phase_at(13.0), Phase::Window);
         assert_eq!(run.phase_at(50.0), Phase::Released);
         assert_eq!(run.phase_at(56.0), Phase::Held);
+        // The report indexes its columns by the phase's discriminant.
+        for (i, p) in Phase::ALL.iter().enumerate() {
+            assert_eq!(*p as usize, i, "{p:?}");
+        }
     }
 
     #[test]
