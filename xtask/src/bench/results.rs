@@ -167,10 +167,15 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
     let offender_span = offender
         .as_ref()
         .and_then(|o| Some((o.start_s - t0, o.cycle_ends_s.last()? - t0)));
-    let offset = clock_offset(dir);
-    let actions = match (offset, fs::read_to_string(dir.join("daemon.log"))) {
-        (Some(offset), Ok(log)) => daemon_actions(&log, offset, t0),
-        _ => Vec::new(),
+    let (actions, phases) = match (
+        clock_offset(dir),
+        fs::read_to_string(dir.join("daemon.log")),
+    ) {
+        (Some(offset), Ok(log)) => (
+            daemon_actions(&log, offset, t0),
+            daemon_phases(&log, offset, t0),
+        ),
+        _ => (Vec::new(), Vec::new()),
     };
     let detect_latency_s = offender_span.and_then(|(start, _)| {
         actions
@@ -185,10 +190,6 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
             .find(|(t, a)| a == "measured" && *t >= restrict)
             .map(|(t, _)| t - restrict)
     });
-    let phases = match (offset, fs::read_to_string(dir.join("daemon.log"))) {
-        (Some(offset), Ok(log)) => daemon_phases(&log, offset, t0),
-        _ => Vec::new(),
-    };
     let (timeline, cpu, rss) = timeline(dir, t0);
     Ok(Run {
         scenario: scenario.to_string(),
