@@ -297,6 +297,12 @@ fn one_window_after_no_room(run: &Path) -> Result<String> {
                 excerpt(room, "not measured after", "room to spare)")
             ));
         }
+        if let Some(idle) = decisions.iter().find(|l| l.contains(TOO_LITTLE)) {
+            return Ok(format!(
+                "not applicable: no window answered, the writer used too little of its rate: {}",
+                excerpt(idle, "not measured after", TOO_LITTLE)
+            ));
+        }
         bail!(
             "no window answered \"no room\"; the daemon's decisions: {}",
             said()
@@ -336,6 +342,9 @@ fn one_window_after_no_room(run: &Path) -> Result<String> {
         ),
     }
 }
+
+/// How a probe step says its window showed nothing (`daemon::speed_probe`).
+const TOO_LITTLE: &str = "too little of the rate used to tell)";
 
 /// The part of `line` from `from` to the end of `to`, or all of it.
 fn excerpt<'a>(line: &'a str, from: &str, to: &str) -> &'a str {
@@ -655,7 +664,13 @@ mod tests {
             "0.12 writes in flight: room to spare)",
         );
         let ok = check(format!("{restrict}{}{room}{}", window(7), release(49))).unwrap();
-        assert!(ok.starts_with("not applicable"), "{ok}");
+        assert!(
+            ok.starts_with("not applicable: the disk showed room"),
+            "{ok}"
+        );
+        let idle = no_room.replace("no room)", "too little of the rate used to tell)");
+        let ok = check(format!("{restrict}{}{idle}{}", window(7), release(49))).unwrap();
+        assert!(ok.starts_with("not applicable: no window answered"), "{ok}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
