@@ -566,12 +566,18 @@ fn last_line(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A fresh run directory with its `results/` for a check to read, unique to this test.
+    fn run_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ioshield-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        dir
+    }
+
     /// The probe check finds the room step in a daemon log as 6.1 wrote it, and fails with the
     /// decisions it saw when there is none.
     #[test]
     fn the_probe_check_reads_the_room_step() {
-        let dir = std::env::temp_dir().join(format!("ioshield-ci-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = run_dir("ci");
         let log = dir.join("results/daemon.log");
         let restrict =
             "2026-11-25T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 MB\n";
@@ -608,8 +614,7 @@ mod tests {
     /// soon to tell, and passes a run whose disk showed room as not applicable.
     #[test]
     fn the_one_window_check_wants_no_window_after_no_room() {
-        let dir = std::env::temp_dir().join(format!("ioshield-onewin-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = run_dir("onewin");
         let log = dir.join("results/daemon.log");
         let restrict =
             "2026-11-27T02:43:28.959150Z  INFO restrict pid 196 (ioshield-load) dirtied 6.3 MB\n";
@@ -678,8 +683,7 @@ mod tests {
     /// what it saw otherwise.
     #[test]
     fn the_drain_check_wants_the_release_after_the_backlog() {
-        let dir = std::env::temp_dir().join(format!("ioshield-drain-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = run_dir("drain");
         let log = dir.join("results/daemon.log");
         let restrict = "2026-11-26T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 \
             MB\n";
@@ -722,8 +726,7 @@ mod tests {
     /// The tightening check wants the "others write" line before the restriction and 8M in it.
     #[test]
     fn the_tightening_check_wants_8m_beside_others() {
-        let dir = std::env::temp_dir().join(format!("ioshield-beside-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = run_dir("beside");
         let check = |log: &str| {
             std::fs::write(dir.join("results/daemon.log"), log).unwrap();
             super::tightened_beside_others(&dir)
@@ -749,8 +752,7 @@ mod tests {
 
     #[test]
     fn the_set_up_check_wants_io_and_memory_down_to_the_parent() {
-        let dir = std::env::temp_dir().join(format!("ioshield-setup-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = run_dir("setup");
         let file = dir.join("results/cgroup-at-start.txt");
         let log = dir.join("results/daemon.log");
         std::fs::write(
