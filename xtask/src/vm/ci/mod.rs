@@ -611,7 +611,8 @@ mod tests {
     }
 
     /// The one-window check fails on a window after a "no room" answer and on a release too
-    /// soon to tell, and passes a run whose disk showed room as not applicable.
+    /// soon to tell, and passes a run whose disk showed room, or whose windows the writer used
+    /// too little of, as not applicable.
     #[test]
     fn the_one_window_check_wants_no_window_after_no_room() {
         let dir = run_dir("onewin");
