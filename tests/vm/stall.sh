@@ -25,7 +25,9 @@
 #   BANDWIDTH        the data disk's bandwidth in the generated config (default "auto", as shipped)
 #   EARLIER_SPEEDS   disk speeds "measured in an earlier run", as the daemon keeps them in its
 #                    speeds_file: "IDENTITY=BYTES_PER_S ...", e.g. "serial:data=25100000" (the
-#                    state of a machine whose disk the daemon has measured before)
+#                    state of a machine whose disk the daemon has measured before) or
+#                    "no-room:serial:data=25000000" (whose disk showed no room at that rate);
+#                    the daemon keeps what it learns in results/disks.json
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
 #   DATA_MOUNT_OPTS  ext4 options for the data disk instead of the bed's, e.g. "data=writeback"
@@ -148,8 +150,9 @@ if [ -n "${ACTION:-}" ]; then
         if [ -n "${EARLIER_SPEEDS:-}" ]; then
             printf '%s\n' $EARLIER_SPEEDS | awk -F= '{ s = s (NR > 1 ? "," : "") "\"" $1 "\": " $2 }
                 END { print "{" s "}" }' > "$RESULTS/disks.json"
-            printf 'speeds_file = "%s"\n' "$RESULTS/disks.json"
         fi
+        # In the results, for the host to read what the daemon kept.
+        printf 'speeds_file = "%s"\n' "$RESULTS/disks.json"
         # auto (the shipped default) unless told: the daemon must measure the disk itself.
         printf '\n[device."%s"]\nbandwidth = "%s"\n' "$DATA_DEV" "${BANDWIDTH:-auto}"
         toml_lines "${IOSHIELD_DEVICE:-}"

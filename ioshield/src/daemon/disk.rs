@@ -38,6 +38,9 @@ pub struct DiskRuntime {
     pub writers: Vec<crate::daemon::status::WriterStatus>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
+    /// The rate at which a probe's window showed the disk without room to spare, kept
+    /// across restrictions (and restarts, in the speeds file) until the disk shows more.
+    pub no_room: Option<f64>,
     /// A release waiting for the backlog the restriction's writers left.
     pub drain: Option<crate::detect::drain::Drain>,
     /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
@@ -144,7 +147,7 @@ impl DiskRuntime {
                 fx.log.decided(offender.pid, "restrict", message);
                 self.state.hold(offender.pid);
                 self.restriction = Some(id);
-                self.speed_probe = SpeedProbe::default();
+                self.speed_probe = SpeedProbe::remembering(self.no_room);
                 self.offender = Some(Offender {
                     pid: offender.pid,
                     comm,

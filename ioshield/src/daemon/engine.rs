@@ -12,6 +12,7 @@ use super::{
     guard::{BacklogGuards, Wanted},
     metrics::Metrics,
     ratelimit::RateLimit,
+    speed_probe::Room,
     speeds::SpeedFile,
     status::{self, Status},
     user_links::UserLinks,
@@ -427,6 +428,13 @@ impl Engine {
             actuator.prepare_iocost(disk.id, model);
             rt.model_matched = Some((bw, now));
         }
+        if first_sight {
+            rt.no_room = self
+                .identities
+                .get(&disk.id)
+                .and_then(Option::as_deref)
+                .and_then(|i| self.speeds.no_room(i));
+        }
         // The measured speed moves with every backlog: say when it changed a lot, but
         // at most once a minute (each decision line shows the value used anyway).
         if rt
@@ -609,6 +617,36 @@ impl Engine {
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
                         rt.speed_probe.step(method.clone(), estimate, &policy, held)
                     });
+                    let shown = match rt.speed_probe.room_shown() {
+                        Some(Room::NoneAt(rate)) if rt.no_room != Some(rate) => Some(Some(rate)),
+                        Some(Room::Spare) if rt.no_room.is_some() => Some(None),
+                        _ => None,
+                    };
+                    if let Some(no_room) = shown {
+                        rt.no_room = no_room;
+                        let identity = self.identities.get(&disk.id).and_then(Option::as_deref);
+                        if let Some(i) = identity {
+                            self.speeds.set_no_room(i, no_room);
+                        }
+                        let kept = if identity.is_some() {
+                            ", kept across restarts"
+                        } else {
+                            ""
+                        };
+                        match no_room {
+                            Some(rate) => tracing::info!(
+                                "{}: no room to spare at {}: later restrictions there hold that \
+                                 rate without a window{kept}",
+                                disk.label(),
+                                show_rate(rate)
+                            ),
+                            None => tracing::info!(
+                                "{}: room to spare after all: later restrictions there look \
+                                 again",
+                                disk.label()
+                            ),
+                        }
+                    }
                     let (method, why) = match probed {
                         Some(probed) => probed,
                         None => {

@@ -80,7 +80,7 @@ const LISTEN: Duration = Duration::from_secs(3);
 /// The steps judged on such a window: the fast disk showed room at the first or second step
 /// in every run, and the windows later in a restriction paused the committing load more
 /// (0.48-0.70 s at 18-24 s, against 0.18-0.31 s at 7-15 s, 6.12 bed; bench-b4-30). The second
-/// only when the first said nothing (`SpeedProbe::answered`).
+/// only when the first said nothing (`SpeedProbe::no_room`).
 const LISTENED_STEPS: u32 = 2;
 /// Seconds of the disk's counters a step is judged on.
 const ROOM_SECONDS: f64 = 2.0;
@@ -103,6 +103,21 @@ const ROOM_SECONDS: f64 = 2.0;
 /// writer 0.54x against 0.48x), but a 20 s copy on 6.12 paid for the forced steps: commit
 /// 0.91 (1.00) s against 0.60 (0.66) s. A disk with room to spare is forced at once instead.
 pub const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
+
+/// A kept "no room" answer stands for a restriction held within this share of the rate it was
+/// given at: one held lower may find room the answer did not rule out, and a disk judged
+/// faster (a lower bound that moved) has shown more than the answer.
+const SAME_RATE: f64 = 0.05;
+
+/// What a restriction's probe showed of the disk, for the restrictions after it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Room {
+    /// A window in which the writer used the rate held at this many bytes per second showed
+    /// the disk queuing.
+    NoneAt(f64),
+    /// A step found room to spare and forced the rate up.
+    Spare,
+}
 
 /// What a disk did during a step.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -153,16 +168,40 @@ pub struct SpeedProbe {
     steps: u32,
     /// Whether the window since the last step is one under the kernel's latency control.
     listening: bool,
-    /// Whether a window in which the writer used its rate showed the disk without room: the
-    /// disk queued its writes at the held rate, which a second window would only show again,
-    /// at the innocents' cost: in the shipped default's copy bench of stop 38 the second
-    /// window held the committing load's longest pause in 2 of 4 runs (0.74 s on 6.12, 0.33 s
-    /// on 6.1, where the held seconds paused it at most 0.29 and 0.15 s;
-    /// docs/bench/one-window.md).
-    answered: bool,
+    /// The held rate at which a window in which the writer used its rate showed the disk
+    /// without room: the disk queued its writes at that rate, which a second window would only
+    /// show again, at the innocents' cost: in the shipped default's copy bench of stop 38 the
+    /// second window held the committing load's longest pause in 2 of 4 runs (0.74 s on 6.12,
+    /// 0.33 s on 6.1, where the held seconds paused it at most 0.29 and 0.15 s;
+    /// docs/bench/one-window.md). The same holds for the next restriction on the disk: every
+    /// 6.12 copy's one window paused the committing load more than its held seconds (0.33-0.52
+    /// s against 0.23-0.35 s, stop 39).
+    no_room: Option<f64>,
+    /// Whether `no_room` is an earlier restriction's answer ([`SpeedProbe::remembering`]).
+    remembered: bool,
+    /// Whether a step found room to spare.
+    room: bool,
 }
 
 impl SpeedProbe {
+    /// The probe of a restriction on a disk where an earlier one's window showed no room at
+    /// `no_room` bytes per second, if one did: no window asks again at that rate.
+    pub fn remembering(no_room: Option<f64>) -> SpeedProbe {
+        SpeedProbe {
+            no_room,
+            remembered: no_room.is_some(),
+            ..SpeedProbe::default()
+        }
+    }
+
+    /// What this restriction's probe learned of the disk's room, if anything.
+    pub fn room_shown(&self) -> Option<Room> {
+        if self.room {
+            return Some(Room::Spare);
+        }
+        self.no_room.filter(|_| !self.remembered).map(Room::NoneAt)
+    }
+
     /// What the disk did over a sample, while the restriction holds.
     pub fn observe(&mut self, delta: &DiskDelta, seconds: f64) {
         self.window.bytes += delta.written;
@@ -188,6 +227,14 @@ impl SpeedProbe {
         if !method.under_rate_control() {
             return (held >= PROBE_AFTER).then(|| write_limit_step(method, bw, &known, held));
         }
+        if self.remembered
+            && self
+                .no_room
+                .is_some_and(|r| (bw / r - 1.0).abs() > SAME_RATE)
+        {
+            self.no_room = None;
+            self.remembered = false;
+        }
         if held < PROBE_AFTER - LISTEN {
             // Nor do the seconds in which the restriction began count (turning iocost on
             // freezes the disk's queue).
@@ -195,7 +242,7 @@ impl SpeedProbe {
             return None;
         }
         if held < PROBE_AFTER {
-            return Some(self.listen(method, held));
+            return self.no_room.is_none().then(|| self.listen(method, held));
         }
         let due = self
             .stepped
@@ -208,7 +255,7 @@ impl SpeedProbe {
             .map_or(Duration::ZERO, |at| (at + PROBE_STEP).saturating_sub(held));
         if self.forced.is_none()
             && self.steps < LISTENED_STEPS
-            && !self.answered
+            && self.no_room.is_none()
             && next_step_in <= LISTEN
         {
             return Some(self.listen(method, held));
@@ -295,6 +342,7 @@ impl SpeedProbe {
         let next = match window.room(top, busy_share).filter(|_| judged) {
             Some(next) => {
                 self.seen = format!("{seen}: room to spare");
+                self.room = true;
                 Some(next)
             }
             // Forced before 30 s only by room: a disk that had room once goes on a quarter at a
@@ -304,12 +352,17 @@ impl SpeedProbe {
                 Some(QUARTER * top)
             }
             None if judged => {
-                self.answered = window.busy(top, busy_share);
-                self.seen = if self.answered {
+                self.seen = if window.busy(top, busy_share) {
+                    self.no_room = Some(top);
                     format!("{seen}: no room")
                 } else {
                     format!("{seen}: too little of the rate used to tell")
                 };
+                None
+            }
+            None if self.remembered => {
+                let at = self.no_room.map_or_else(String::new, show_rate);
+                self.seen = format!("{seen}: no window, the disk showed no room at {at} before");
                 None
             }
             None => {
@@ -478,6 +531,54 @@ mod tests {
         run(&mut p, 3, 30, 1.3);
         let (m, _) = assumed(&mut p, at(25)).unwrap();
         assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
+    }
+
+    /// A restriction on a disk whose window showed no room in an earlier restriction holds the
+    /// rate without a window of its own; one that answers tells the engine, to be kept.
+    #[test]
+    fn an_earlier_no_room_spares_the_window() {
+        let mut first = SpeedProbe::default();
+        assert_eq!(first.room_shown(), None);
+        listened(&mut first, 0, 19, 0.39).unwrap();
+        assert_eq!(first.room_shown(), Some(Room::NoneAt(25e6)));
+        // Too little used: no answer to keep.
+        let mut idle = SpeedProbe::default();
+        listened(&mut idle, 0, 10, 0.39).unwrap();
+        assert_eq!(idle.room_shown(), None);
+
+        let mut next = SpeedProbe::remembering(Some(25e6));
+        for s in 1..10 {
+            run(&mut next, 1, 25, 0.1);
+            assert!(assumed(&mut next, Duration::from_secs(s)).is_none(), "{s}");
+        }
+        run(&mut next, 1, 25, 0.1);
+        let (m, why) = assumed(&mut next, at(0)).unwrap();
+        assert_eq!(m, rate_control());
+        assert!(
+            why.contains(
+                "the rate held at 25.0 MB/s (it wrote 25.0 MB/s with 0.10 writes in flight: no \
+                 window, the disk showed no room at 25.0 MB/s before)"
+            ),
+            "{why}"
+        );
+        for s in [2, 4] {
+            assert!(assumed(&mut next, at(s)).is_none(), "{s}");
+        }
+        // Not this restriction's answer: nothing new to keep.
+        assert_eq!(next.room_shown(), None);
+        // After 30 s the rate is forced a quarter, as after an answer of its own.
+        run(&mut next, 3, 25, 1.4);
+        let (m, why) = assumed(&mut next, at(20)).unwrap();
+        assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)), "{why}");
+
+        // An answer at another rate than this restriction holds rules nothing out.
+        let mut higher = SpeedProbe::remembering(Some(20e6));
+        listened(&mut higher, 0, 19, 0.39).unwrap();
+        assert_eq!(higher.room_shown(), Some(Room::NoneAt(25e6)));
+        let mut lower = SpeedProbe::remembering(Some(40e6));
+        let (m, _) = listened(&mut lower, 0, 25, 0.17).unwrap();
+        assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
+        assert_eq!(lower.room_shown(), Some(Room::Spare));
     }
 
     /// A disk five times faster than assumed completes the model's 25 MB/s with a tenth of a

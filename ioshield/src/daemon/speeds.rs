@@ -5,7 +5,8 @@
 //! A JSON object of bytes per second by disk identity (`"serial:data": 30100000.0`); a lower
 //! bound (what the disk wrote without a backlog: a short copy held under a restriction never
 //! shows more) is kept under the identity with [`AT_LEAST`] in front, so that an older daemon
-//! reading the file ignores it instead of taking it for the disk's speed.
+//! reading the file ignores it instead of taking it for the disk's speed; the rate at which a
+//! speed probe's window showed the disk without room to spare, under [`NO_ROOM`].
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -17,6 +18,10 @@ use crate::detect::bandwidth::Kept;
 /// In front of a disk's identity: the value is a lower bound of its speed. Identities start
 /// with `wwid:`, `serial:` or `model:`.
 const AT_LEAST: &str = "at-least:";
+/// In front of a disk's identity: the rate held when a window of the speed probe showed that
+/// the disk queues at that rate (`SpeedProbe`): a disk never measured (short copies end before
+/// the probe forces the rate) would otherwise pay for the same answer in every restriction.
+const NO_ROOM: &str = "no-room:";
 
 /// At most one write a minute while the values move.
 const SAVE_EVERY: Duration = Duration::from_secs(60);
@@ -70,15 +75,35 @@ impl SpeedFile {
         Some(Kept::AtLeast(v))
     }
 
-    /// Keeps `kept` for the disk, in place of whatever was kept for it.
+    /// Keeps `kept` for the disk, in place of whatever was kept for it. A measured speed, or
+    /// a lower bound above it, makes the disk's "no room" rate moot.
     pub fn set(&mut self, identity: &str, kept: Kept) {
         let floor_key = format!("{AT_LEAST}{identity}");
         let (key, other, v) = match kept {
             Kept::Speed(v) => (identity.to_string(), floor_key, v),
             Kept::AtLeast(v) => (floor_key, identity.to_string(), v),
         };
+        if matches!(kept, Kept::Speed(_)) || self.no_room(identity).is_some_and(|r| v > r) {
+            self.known.remove(&format!("{NO_ROOM}{identity}"));
+        }
         self.known.remove(&other);
         self.known.insert(key, v);
+    }
+
+    /// The rate at which the disk showed no room to spare, if it did and was not measured
+    /// since.
+    pub fn no_room(&self, identity: &str) -> Option<f64> {
+        self.known.get(&format!("{NO_ROOM}{identity}")).copied()
+    }
+
+    /// Keeps the rate at which the disk showed no room to spare, or forgets it (`None`: the
+    /// disk showed room).
+    pub fn set_no_room(&mut self, identity: &str, rate: Option<f64>) {
+        let key = format!("{NO_ROOM}{identity}");
+        match rate {
+            Some(r) => self.known.insert(key, r),
+            None => self.known.remove(&key),
+        };
     }
 
     /// Writes the file if a value moved enough since the last write and the last write is a
@@ -160,5 +185,34 @@ mod tests {
         let f = SpeedFile::load(&path);
         assert_eq!(f.get("serial:nvme"), Some(Kept::Speed(75e6)));
         assert_eq!(f.known.len(), 1, "{:?}", f.known);
+    }
+
+    #[test]
+    fn a_no_room_rate_is_kept_until_the_disk_shows_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disks.json");
+        let mut f = SpeedFile::load(&path);
+        f.set_no_room("serial:stick", Some(25e6));
+        f.set("serial:stick", Kept::AtLeast(20e6));
+        f.save(true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.contains(r#""no-room:serial:stick": 25000000.0"#),
+            "{text}"
+        );
+        let mut f = SpeedFile::load(&path);
+        assert_eq!(f.no_room("serial:stick"), Some(25e6));
+        // Neither the disk's speed nor its lower bound.
+        assert_eq!(f.get("serial:stick"), Some(Kept::AtLeast(20e6)));
+        assert_eq!(f.no_room("serial:other"), None);
+        // A lower bound above the rate contradicts it; a measured speed makes it moot.
+        f.set("serial:stick", Kept::AtLeast(30e6));
+        assert_eq!(f.no_room("serial:stick"), None);
+        f.set_no_room("serial:stick", Some(25e6));
+        f.set("serial:stick", Kept::Speed(24e6));
+        assert_eq!(f.no_room("serial:stick"), None);
+        f.set_no_room("serial:stick", Some(25e6));
+        f.set_no_room("serial:stick", None);
+        assert_eq!(f.no_room("serial:stick"), None);
     }
 }

@@ -130,6 +130,23 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield-auto one window",
                 one_window_after_no_room(&dir.join("ioshield-auto")),
             );
+            // The next restriction on that disk, by a daemon started with what the last one
+            // kept (its own answer, or the bed's when it showed none): no window at all.
+            let kept = kept_no_room(&dir.join("ioshield-auto"))
+                .ok()
+                .flatten()
+                .unwrap_or_else(|| BED_NO_ROOM.to_string());
+            let earlier = format!("EARLIER_SPEEDS={kept}");
+            let again = stall_as(
+                "ioshield-auto-again",
+                "ioshield",
+                &["BANDWIDTH=auto", &earlier],
+            )
+            .and_then(|p| {
+                let said = no_window_after_kept_answer(&dir.join("ioshield-auto-again"))?;
+                Ok(format!("{said} ({kept}); {}", compare(&p, &none)?))
+            });
+            report(series, "ioshield-auto kept answer", again);
             // The innocent loads write beside the offender on a disk of known speed: its
             // memory.high is 8 MiB instead of 32 (shorter journal waits for the others).
             report(
@@ -331,9 +348,12 @@ fn one_window_after_no_room(run: &Path) -> Result<String> {
         );
     };
     let held = time(release).zip(time(answer)).map(|(r, a)| r - a);
+    let Some(kept) = kept_no_room(run)? else {
+        bail!("the answer is not kept in the daemon's speeds file: {answer}");
+    };
     match held {
         Some(s) if s >= 5.0 => Ok(format!(
-            "{}, and no window in the {s:.0} s to the release",
+            "{}, and no window in the {s:.0} s to the release; kept as {kept}",
             excerpt(answer, "not measured after", "no room)")
         )),
         _ => bail!(
@@ -341,6 +361,47 @@ fn one_window_after_no_room(run: &Path) -> Result<String> {
             said()
         ),
     }
+}
+
+/// What a daemon kept of the bed's 30 MB/s disk after a window showed no room at the assumed
+/// speed, in the form of `EARLIER_SPEEDS` (tests/vm/stall.sh).
+const BED_NO_ROOM: &str = "no-room:serial:data=25000000";
+
+/// The first "no room" rate the daemon of a stall run kept in its speeds file
+/// (`results/disks.json`), as `IDENTITY=BYTES_PER_S`.
+fn kept_no_room(run: &Path) -> Result<Option<String>> {
+    let file = run.join("results/disks.json");
+    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let kept: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a map of rates: {text}", file.display()))?;
+    Ok(kept
+        .iter()
+        .find(|(k, _)| k.starts_with("no-room:"))
+        .map(|(k, v)| format!("{k}={v:.0}")))
+}
+
+/// A restriction on a disk whose "no room" answer the daemon started with held the rate
+/// without a window until its release.
+fn no_window_after_kept_answer(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
+    let decisions: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("restrict pid") || l.contains("retune pid"))
+        .collect();
+    if let Some(window) = decisions
+        .iter()
+        .find(|l| l.contains("left to the kernel's latency control"))
+    {
+        bail!("a window despite the kept answer: {window}");
+    }
+    let said = "no window, the disk showed no room at";
+    let Some(step) = decisions.iter().find(|l| l.contains(said)) else {
+        bail!(
+            "no step held the rate for the kept answer; the daemon's decisions: {}",
+            decisions.join(" | ")
+        );
+    };
+    Ok(excerpt(step, "not measured after", " before)").to_string())
 }
 
 /// How a probe step says its window showed nothing (`daemon::speed_probe`).
@@ -640,12 +701,27 @@ mod tests {
             std::fs::write(&log, text).unwrap();
             super::one_window_after_no_room(&dir)
         };
+        let kept = dir.join("results/disks.json");
+        std::fs::write(&kept, r#"{"at-least:serial:data": 2e7}"#).unwrap();
+        let e = check(format!("{restrict}{}{no_room}{}", window(7), release(49)))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not kept in the daemon's speeds file"), "{e}");
+        std::fs::write(
+            &kept,
+            r#"{"at-least:serial:data": 2e7, "no-room:serial:data": 25000000.0}"#,
+        )
+        .unwrap();
         let ok = check(format!("{restrict}{}{no_room}{}", window(7), release(49))).unwrap();
         assert!(
             ok.starts_with(
                 "not measured after 10s: the rate held at 25.0 MB/s (it wrote 16.1 \
                             MB/s with 0.70 writes in flight: no room), and no window in the 10 s"
             ),
+            "{ok}"
+        );
+        assert!(
+            ok.ends_with("; kept as no-room:serial:data=25000000"),
             "{ok}"
         );
         let e = check(format!(
@@ -677,6 +753,41 @@ mod tests {
         let idle = no_room.replace("no room)", "too little of the rate used to tell)");
         let ok = check(format!("{restrict}{}{idle}{}", window(7), release(49))).unwrap();
         assert!(ok.starts_with("not applicable: no window answered"), "{ok}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The kept-answer check fails on any window and on a run whose steps did not say they held
+    /// for the kept answer.
+    #[test]
+    fn the_kept_answer_check_wants_no_window_at_all() {
+        let dir = run_dir("kept");
+        let log = dir.join("results/daemon.log");
+        let restrict = "2026-11-27T05:00:00Z  INFO restrict pid 196 (cp) dirtied 6.3 MB\n";
+        let held = "2026-11-27T05:00:10Z  INFO retune pid 196 on /dev/vda: io.weight=1 (the \
+            disk's speed is not measured after 10s: the rate held at 25.0 MB/s (it wrote 24.0 MB/s \
+            with 0.10 writes in flight: no window, the disk showed no room at 25.0 MB/s before)) \
+            pid=196 action=\"retune\"\n";
+        let window = "2026-11-27T05:00:07Z  INFO retune pid 196 on /dev/vda: io.weight=1 (the \
+            disk's speed is not known after 7s: its rate left to the kernel's latency control \
+            until 10s, to see whether the disk has room) pid=196 action=\"retune\"\n";
+        let check = |text: String| {
+            std::fs::write(&log, text).unwrap();
+            super::no_window_after_kept_answer(&dir)
+        };
+        assert_eq!(
+            check(format!("{restrict}{held}")).unwrap(),
+            "not measured after 10s: the rate held at 25.0 MB/s (it wrote 24.0 MB/s with 0.10 \
+             writes in flight: no window, the disk showed no room at 25.0 MB/s before)"
+        );
+        let e = check(format!("{restrict}{window}{held}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a window despite the kept answer"), "{e}");
+        let e = check(restrict.to_string()).unwrap_err().to_string();
+        assert!(
+            e.contains("no step held the rate") && e.contains("restrict pid 196"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
