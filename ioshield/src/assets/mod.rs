@@ -82,7 +82,8 @@ fn extra_sections(page: &str) -> String {
         The daemon's root-only socket that \\fBioshield status\\fR and \\fBioshield explain\\fR \
         ask.\n\
         .TP\n/var/lib/ioshield/disks.json\n\
-        Each disk's measured write speed, kept across restarts.\n\
+        Each disk's measured write speed (or a lower bound of it, or the rate at which it showed \
+        no room to spare), kept across restarts.\n\
         .TP\n/usr/lib/systemd/system/user@.service.d/50-ioshield.conf\n\
         Delegates the io controller to users' own systemd, so writers in a user's session can be \
         limited through it.\n";

@@ -147,7 +147,19 @@ impl DiskRuntime {
                 fx.log.decided(offender.pid, "restrict", message);
                 self.state.hold(offender.pid);
                 self.restriction = Some(id);
-                self.speed_probe = SpeedProbe::remembering(self.no_room);
+                self.speed_probe = SpeedProbe::remembering(self.no_room, bw);
+                if let Some(r) = self
+                    .speed_probe
+                    .remembered()
+                    .filter(|_| method.under_rate_control())
+                {
+                    tracing::info!(
+                        "{}: no speed-probe window in this restriction: the disk showed no room \
+                         at {} in an earlier one",
+                        disk.label(),
+                        show_rate(r)
+                    );
+                }
                 self.offender = Some(Offender {
                     pid: offender.pid,
                     comm,

@@ -428,7 +428,10 @@ impl Engine {
             actuator.prepare_iocost(disk.id, model);
             rt.model_matched = Some((bw, now));
         }
-        if first_sight {
+        if estimate.capacity {
+            // Measured: the probe is done with, and the speeds file forgets the answer too.
+            rt.no_room = None;
+        } else if first_sight {
             rt.no_room = self
                 .identities
                 .get(&disk.id)

@@ -109,6 +109,10 @@ pub const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
 /// faster (a lower bound that moved) has shown more than the answer.
 const SAME_RATE: f64 = 0.05;
 
+fn same_rate(bw: f64, no_room: f64) -> bool {
+    (bw / no_room - 1.0).abs() <= SAME_RATE
+}
+
 /// What a restriction's probe showed of the disk, for the restrictions after it.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Room {
@@ -184,14 +188,20 @@ pub struct SpeedProbe {
 }
 
 impl SpeedProbe {
-    /// The probe of a restriction on a disk where an earlier one's window showed no room at
-    /// `no_room` bytes per second, if one did: no window asks again at that rate.
-    pub fn remembering(no_room: Option<f64>) -> SpeedProbe {
+    /// The probe of a restriction made at `bw` bytes per second on a disk where an earlier
+    /// one's window showed no room at `no_room`, if one did: no window asks again at that rate.
+    pub fn remembering(no_room: Option<f64>, bw: f64) -> SpeedProbe {
+        let no_room = no_room.filter(|r| same_rate(bw, *r));
         SpeedProbe {
             no_room,
             remembered: no_room.is_some(),
             ..SpeedProbe::default()
         }
+    }
+
+    /// The earlier answer this probe holds the rate for instead of asking, if any.
+    pub fn remembered(&self) -> Option<f64> {
+        self.no_room.filter(|_| self.remembered)
     }
 
     /// What this restriction's probe learned of the disk's room, if anything.
@@ -227,11 +237,7 @@ impl SpeedProbe {
         if !method.under_rate_control() {
             return (held >= PROBE_AFTER).then(|| write_limit_step(method, bw, &known, held));
         }
-        if self.remembered
-            && self
-                .no_room
-                .is_some_and(|r| (bw / r - 1.0).abs() > SAME_RATE)
-        {
+        if self.remembered && self.no_room.is_some_and(|r| !same_rate(bw, r)) {
             self.no_room = None;
             self.remembered = false;
         }
@@ -546,7 +552,8 @@ mod tests {
         listened(&mut idle, 0, 10, 0.39).unwrap();
         assert_eq!(idle.room_shown(), None);
 
-        let mut next = SpeedProbe::remembering(Some(25e6));
+        let mut next = SpeedProbe::remembering(Some(25e6), 25e6);
+        assert_eq!(next.remembered(), Some(25e6));
         for s in 1..10 {
             run(&mut next, 1, 25, 0.1);
             assert!(assumed(&mut next, Duration::from_secs(s)).is_none(), "{s}");
@@ -572,10 +579,11 @@ mod tests {
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)), "{why}");
 
         // An answer at another rate than this restriction holds rules nothing out.
-        let mut higher = SpeedProbe::remembering(Some(20e6));
+        let mut higher = SpeedProbe::remembering(Some(20e6), 25e6);
+        assert_eq!(higher.remembered(), None);
         listened(&mut higher, 0, 19, 0.39).unwrap();
         assert_eq!(higher.room_shown(), Some(Room::NoneAt(25e6)));
-        let mut lower = SpeedProbe::remembering(Some(40e6));
+        let mut lower = SpeedProbe::remembering(Some(40e6), 25e6);
         let (m, _) = listened(&mut lower, 0, 25, 0.17).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert_eq!(lower.room_shown(), Some(Room::Spare));

@@ -380,8 +380,8 @@ fn kept_no_room(run: &Path) -> Result<Option<String>> {
         .map(|(k, v)| format!("{k}={v:.0}")))
 }
 
-/// A restriction on a disk whose "no room" answer the daemon started with held the rate
-/// without a window until its release.
+/// A restriction on a disk whose "no room" answer the daemon started with said so and held the
+/// rate without a window.
 fn no_window_after_kept_answer(run: &Path) -> Result<String> {
     let text = daemon_log(run)?;
     let decisions: Vec<&str> = text
@@ -394,14 +394,14 @@ fn no_window_after_kept_answer(run: &Path) -> Result<String> {
     {
         bail!("a window despite the kept answer: {window}");
     }
-    let said = "no window, the disk showed no room at";
-    let Some(step) = decisions.iter().find(|l| l.contains(said)) else {
+    let said = "no speed-probe window in this restriction";
+    let Some(line) = text.lines().find(|l| l.contains(said)) else {
         bail!(
-            "no step held the rate for the kept answer; the daemon's decisions: {}",
+            "no restriction held the rate for the kept answer; the daemon's decisions: {}",
             decisions.join(" | ")
         );
     };
-    Ok(excerpt(step, "not measured after", " before)").to_string())
+    Ok(excerpt(line, said, " in an earlier one").to_string())
 }
 
 /// How a probe step says its window showed nothing (`daemon::speed_probe`).
@@ -756,17 +756,15 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The kept-answer check fails on any window and on a run whose steps did not say they held
-    /// for the kept answer.
+    /// The kept-answer check fails on any window and on a run whose restriction did not say it
+    /// held the rate for the kept answer.
     #[test]
     fn the_kept_answer_check_wants_no_window_at_all() {
         let dir = run_dir("kept");
         let log = dir.join("results/daemon.log");
         let restrict = "2026-11-27T05:00:00Z  INFO restrict pid 196 (cp) dirtied 6.3 MB\n";
-        let held = "2026-11-27T05:00:10Z  INFO retune pid 196 on /dev/vda: io.weight=1 (the \
-            disk's speed is not measured after 10s: the rate held at 25.0 MB/s (it wrote 24.0 MB/s \
-            with 0.10 writes in flight: no window, the disk showed no room at 25.0 MB/s before)) \
-            pid=196 action=\"retune\"\n";
+        let held = "2026-11-27T05:00:00Z  INFO /dev/vda: no speed-probe window in this \
+            restriction: the disk showed no room at 25.0 MB/s in an earlier one\n";
         let window = "2026-11-27T05:00:07Z  INFO retune pid 196 on /dev/vda: io.weight=1 (the \
             disk's speed is not known after 7s: its rate left to the kernel's latency control \
             until 10s, to see whether the disk has room) pid=196 action=\"retune\"\n";
@@ -776,8 +774,8 @@ mod tests {
         };
         assert_eq!(
             check(format!("{restrict}{held}")).unwrap(),
-            "not measured after 10s: the rate held at 25.0 MB/s (it wrote 24.0 MB/s with 0.10 \
-             writes in flight: no window, the disk showed no room at 25.0 MB/s before)"
+            "no speed-probe window in this restriction: the disk showed no room at 25.0 MB/s in \
+             an earlier one"
         );
         let e = check(format!("{restrict}{window}{held}"))
             .unwrap_err()
@@ -785,7 +783,7 @@ mod tests {
         assert!(e.contains("a window despite the kept answer"), "{e}");
         let e = check(restrict.to_string()).unwrap_err().to_string();
         assert!(
-            e.contains("no step held the rate") && e.contains("restrict pid 196"),
+            e.contains("no restriction held the rate") && e.contains("restrict pid 196"),
             "{e}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
