@@ -620,36 +620,8 @@ impl Engine {
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
                         rt.speed_probe.step(method.clone(), estimate, &policy, held)
                     });
-                    let shown = match rt.speed_probe.room_shown() {
-                        Some(Room::NoneAt(rate)) if rt.no_room != Some(rate) => Some(Some(rate)),
-                        Some(Room::Spare) if rt.no_room.is_some() => Some(None),
-                        _ => None,
-                    };
-                    if let Some(no_room) = shown {
-                        rt.no_room = no_room;
-                        let identity = self.identities.get(&disk.id).and_then(Option::as_deref);
-                        if let Some(i) = identity {
-                            self.speeds.set_no_room(i, no_room);
-                        }
-                        let kept = if identity.is_some() {
-                            ", kept across restarts"
-                        } else {
-                            ""
-                        };
-                        match no_room {
-                            Some(rate) => tracing::info!(
-                                "{}: no room to spare at {}: later restrictions there hold that \
-                                 rate without a window{kept}",
-                                disk.label(),
-                                show_rate(rate)
-                            ),
-                            None => tracing::info!(
-                                "{}: room to spare after all: later restrictions there look \
-                                 again",
-                                disk.label()
-                            ),
-                        }
-                    }
+                    let identity = self.identities.get(&disk.id).and_then(Option::as_deref);
+                    keep_room_shown(disk, rt, identity, &mut self.speeds);
                     let (method, why) = match probed {
                         Some(probed) => probed,
                         None => {
@@ -915,6 +887,42 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
 
 /// `method` with its memory.high as the writers beside it make it, and the clause that says so
 /// (`None` where the method sets no memory.high: ioprio, dry-run, or "off").
+/// Keeps what the disk's speed probe showed of its room for the restrictions after this one
+/// (and, under its identity, in the speeds file), saying so when that changes.
+fn keep_room_shown(
+    disk: &Disk,
+    rt: &mut DiskRuntime,
+    identity: Option<&str>,
+    speeds: &mut SpeedFile,
+) {
+    let no_room = match rt.speed_probe.room_shown() {
+        Some(Room::NoneAt(rate)) if rt.no_room != Some(rate) => Some(rate),
+        Some(Room::Spare) if rt.no_room.is_some() => None,
+        _ => return,
+    };
+    rt.no_room = no_room;
+    if let Some(i) = identity {
+        speeds.set_no_room(i, no_room);
+    }
+    let kept = if identity.is_some() {
+        ", kept across restarts"
+    } else {
+        ""
+    };
+    match no_room {
+        Some(rate) => tracing::info!(
+            "{}: no room to spare at {}: later restrictions there hold that rate without a \
+             window{kept}",
+            disk.label(),
+            show_rate(rate)
+        ),
+        None => tracing::info!(
+            "{}: room to spare after all: later restrictions there look again",
+            disk.label()
+        ),
+    }
+}
+
 fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
     if method.memory_high().is_none() {
         return (method, None);

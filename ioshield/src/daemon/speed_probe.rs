@@ -109,7 +109,9 @@ pub const RATE_FORCE_AFTER: Duration = Duration::from_secs(30);
 /// faster (a lower bound that moved) has shown more than the answer.
 const SAME_RATE: f64 = 0.05;
 
-fn same_rate(bw: f64, no_room: f64) -> bool {
+/// Whether a restriction at `bw` bytes per second is one a "no room" answer at `no_room` stands
+/// for ([`SAME_RATE`]).
+pub fn same_rate(bw: f64, no_room: f64) -> bool {
     (bw / no_room - 1.0).abs() <= SAME_RATE
 }
 

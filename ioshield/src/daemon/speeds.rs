@@ -13,6 +13,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use super::speed_probe::same_rate;
 use crate::detect::bandwidth::Kept;
 
 /// In front of a disk's identity: the value is a lower bound of its speed. Identities start
@@ -76,14 +77,19 @@ impl SpeedFile {
     }
 
     /// Keeps `kept` for the disk, in place of whatever was kept for it. A measured speed, or
-    /// a lower bound above it, makes the disk's "no room" rate moot.
+    /// a lower bound beyond it (as the speed probe judges one), makes the disk's "no room" rate
+    /// moot.
     pub fn set(&mut self, identity: &str, kept: Kept) {
         let floor_key = format!("{AT_LEAST}{identity}");
         let (key, other, v) = match kept {
             Kept::Speed(v) => (identity.to_string(), floor_key, v),
             Kept::AtLeast(v) => (floor_key, identity.to_string(), v),
         };
-        if matches!(kept, Kept::Speed(_)) || self.no_room(identity).is_some_and(|r| v > r) {
+        if matches!(kept, Kept::Speed(_))
+            || self
+                .no_room(identity)
+                .is_some_and(|r| v > r && !same_rate(v, r))
+        {
             self.known.remove(&format!("{NO_ROOM}{identity}"));
         }
         self.known.remove(&other);
@@ -205,7 +211,10 @@ mod tests {
         // Neither the disk's speed nor its lower bound.
         assert_eq!(f.get("serial:stick"), Some(Kept::AtLeast(20e6)));
         assert_eq!(f.no_room("serial:other"), None);
-        // A lower bound above the rate contradicts it; a measured speed makes it moot.
+        // A lower bound above the rate contradicts it (not one the probe takes for the same
+        // rate); a measured speed makes it moot.
+        f.set("serial:stick", Kept::AtLeast(26e6));
+        assert_eq!(f.no_room("serial:stick"), Some(25e6));
         f.set("serial:stick", Kept::AtLeast(30e6));
         assert_eq!(f.no_room("serial:stick"), None);
         f.set_no_room("serial:stick", Some(25e6));
