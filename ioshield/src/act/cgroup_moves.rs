@@ -5,12 +5,13 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{
-    Actuator, CgroupLimits, SHARED, WriteControl, cgroup,
+    Actuator, CgroupLimits, Method, SHARED, WriteControl, cgroup,
     cgroup::Cgroupfs,
     identity,
+    memory_headroom::{Writer, memory_high_to_ask},
     method::{NO_WRITE_LIMIT, OFFENDER_WEIGHT},
 };
-use crate::{journal::Change, system::cgroups};
+use crate::{display::show_bytes, journal::Change, system::cgroups};
 
 impl Actuator {
     /// Makes the shared set-up (ioshield's parent cgroup, the controllers its restrictions need)
@@ -62,10 +63,8 @@ impl Actuator {
     ) -> Result<PathBuf> {
         let parent = self.shared_setup(fs, limits.memory_high.is_some())?;
         self.stopwatch.lap("set-up");
-        if matches!(limits.write, WriteControl::Weight { .. }) {
-            // iocost weighs siblings against each other: every restricted offender lives under
-            // this parent, so the parent's weight is what they get against everyone else.
-            fs.write_file(&parent, "io.weight", &format!("default {OFFENDER_WEIGHT}"))?;
+        if let WriteControl::Weight { weight, .. } = limits.write {
+            self.weigh_parent(fs, Some(weight))?;
         }
         let cg = parent.join(format!("r{id}-{root}"));
         self.journal.record(Change::CgroupCreated {
@@ -75,6 +74,25 @@ impl Actuator {
         fs.create(&cg)?;
         write_limits(fs, &cg, limits, Io::Unset)?;
         Ok(cg)
+    }
+
+    /// Gives ioshield's parent cgroup the highest weight of the restrictions held by one
+    /// (`adding` one not yet among them): iocost weighs siblings against each other, and every
+    /// restricted offender lives under this parent, so the parent's weight is what they get
+    /// against everyone else. Its children share it by their own weights only while more than
+    /// one of them writes.
+    pub(super) fn weigh_parent(&self, fs: &Cgroupfs, adding: Option<u16>) -> Result<()> {
+        let weight = self
+            .active
+            .values()
+            .filter(|a| matches!(a.method, Method::Cgroup(_)))
+            .filter_map(|a| a.method.weight())
+            .chain(adding)
+            .max()
+            .unwrap_or(OFFENDER_WEIGHT);
+        let parent = PathBuf::from("/").join(cgroup::PARENT);
+        fs.write_file(&parent, "io.weight", &format!("default {weight}"))?;
+        Ok(())
     }
 
     /// A new cgroup for restriction `id`, with `members` moved into it.
@@ -145,8 +163,150 @@ pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: 
             &format!("{} wbps={}", limits.dev, super::method::io_max_wbps(wbps)),
         )?;
     }
-    if let Some(m) = limits.memory_high {
-        fs.write_file(cg, "memory.high", &m.to_string())?;
+    match (limits.memory_high, io) {
+        (Some(m), Io::Unset) => fs.write_file(cg, "memory.high", &m.to_string())?,
+        (Some(m), Io::Set) => {
+            // Written below what the cgroup holds, memory.high makes the daemon reclaim the
+            // difference, dirty pages included, before the write returns: as for systemd
+            // (`memory_headroom`), never asked below that, which the writer's own allocations
+            // then meet. A writer held without memory.high while it was light holds what it
+            // dirtied meanwhile.
+            let now = cgroups::memory_current(&fs.abs(cg)).unwrap_or(0);
+            let ask = memory_high_to_ask(m, now, Writer::Held);
+            // A held writer's cgroup holds a little above its memory.high (a soft limit): no
+            // line for that.
+            if ask > m.saturating_add(m / 8) {
+                tracing::info!(
+                    "{}: memory.high set at {} rather than {}: it holds {} (the daemon would \
+                     reclaim the difference itself, deciding nothing meanwhile)",
+                    cg.display(),
+                    show_bytes(ask),
+                    show_bytes(m),
+                    show_bytes(now)
+                );
+            }
+            fs.write_file(cg, "memory.high", &ask.to_string())?
+        }
+        // Lifted from a writer that turned out light (`Method::lightened`); a cgroup without
+        // the memory controller has no file to lift.
+        (None, Io::Set)
+            if cg
+                .parent()
+                .is_some_and(|p| fs.controller_enabled(p, "memory")) =>
+        {
+            fs.write_file(cg, "memory.high", "max")?
+        }
+        (None, _) => {}
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        act::{Active, iocost, method::LIGHT_WRITER_WEIGHT},
+        journal::Journal,
+        system::devices::DevId,
+    };
+
+    const DEV: DevId = DevId {
+        major: 254,
+        minor: 16,
+    };
+
+    fn held(weight: u16) -> CgroupLimits {
+        CgroupLimits {
+            dev: DEV,
+            write: WriteControl::Weight {
+                weight,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            memory_high: Some(32 << 20),
+        }
+    }
+
+    fn active(limits: CgroupLimits) -> Active {
+        Active {
+            method: Method::Cgroup(limits),
+            home: None,
+            cgroup: None,
+            unit: None,
+            unit_cgroup: None,
+            manager: None,
+            root_previous: None,
+        }
+    }
+
+    /// A cgroupfs stand-in: directories and the files the kernel would have.
+    fn setup() -> (tempfile::TempDir, Actuator, Cgroupfs) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cgroup");
+        std::fs::create_dir_all(root.join("ioshield/r1-42")).unwrap();
+        std::fs::write(root.join("ioshield/cgroup.subtree_control"), "io memory").unwrap();
+        let (journal, _) = Journal::open(&dir.path().join("state.json")).unwrap();
+        let fs = Cgroupfs { root };
+        (dir, Actuator::new(journal, Some(fs.clone()), None), fs)
+    }
+
+    fn read(fs: &Cgroupfs, file: &str) -> String {
+        std::fs::read_to_string(fs.abs(Path::new(file))).unwrap()
+    }
+
+    /// iocost weighs the parent against everyone else: it carries the highest weight of the
+    /// restrictions under it, and goes back to 1 when the light writer's is gone.
+    #[test]
+    fn the_parent_carries_the_highest_weight_of_its_restrictions() {
+        let (_dir, mut actuator, fs) = setup();
+        actuator.weigh_parent(&fs, Some(1)).unwrap();
+        assert_eq!(read(&fs, "ioshield/io.weight"), "default 1");
+        actuator.active.insert(1, active(held(1)));
+        actuator
+            .weigh_parent(&fs, Some(LIGHT_WRITER_WEIGHT))
+            .unwrap();
+        assert_eq!(read(&fs, "ioshield/io.weight"), "default 10");
+        actuator.active.insert(2, active(held(LIGHT_WRITER_WEIGHT)));
+        actuator.weigh_parent(&fs, None).unwrap();
+        assert_eq!(read(&fs, "ioshield/io.weight"), "default 10");
+        actuator.active.remove(&2);
+        actuator.weigh_parent(&fs, None).unwrap();
+        assert_eq!(read(&fs, "ioshield/io.weight"), "default 1");
+        actuator.active.clear();
+        actuator.weigh_parent(&fs, None).unwrap();
+        assert_eq!(read(&fs, "ioshield/io.weight"), "default 1");
+    }
+
+    /// A retune never asks memory.high below what the cgroup holds (the daemon would reclaim
+    /// it, dirty pages included), and lifts it where the restriction has none.
+    #[test]
+    fn a_retune_lifts_memory_high_and_never_lowers_it_below_what_the_cgroup_holds() {
+        let (_dir, _actuator, fs) = setup();
+        let cg = Path::new("/ioshield/r1-42");
+        let high = |fs: &Cgroupfs| read(fs, "ioshield/r1-42/memory.high");
+        write_limits(&fs, cg, &held(1), Io::Unset).unwrap();
+        assert_eq!(high(&fs), (32u64 << 20).to_string());
+        assert_eq!(read(&fs, "ioshield/r1-42/io.weight"), "default 1");
+        let light = CgroupLimits {
+            memory_high: None,
+            ..held(LIGHT_WRITER_WEIGHT)
+        };
+        write_limits(&fs, cg, &light, Io::Set).unwrap();
+        assert_eq!(high(&fs), "max");
+        assert_eq!(read(&fs, "ioshield/r1-42/io.weight"), "default 10");
+        // It dirtied 300 MiB meanwhile, then turned heavy.
+        let current = fs.abs(&cg.join("memory.current"));
+        std::fs::write(&current, format!("{}\n", 300u64 << 20)).unwrap();
+        write_limits(&fs, cg, &held(1), Io::Set).unwrap();
+        assert_eq!(high(&fs), (300u64 << 20).to_string());
+        // Under it, the value asked for.
+        std::fs::write(&current, "1000\n").unwrap();
+        write_limits(&fs, cg, &held(1), Io::Set).unwrap();
+        assert_eq!(high(&fs), (32u64 << 20).to_string());
+        // Without the memory controller there is no memory.high to lift.
+        std::fs::write(fs.abs(Path::new("/ioshield/cgroup.subtree_control")), "io").unwrap();
+        std::fs::remove_file(fs.abs(&cg.join("memory.high"))).unwrap();
+        write_limits(&fs, cg, &light, Io::Set).unwrap();
+        assert!(!fs.abs(&cg.join("memory.high")).exists());
+    }
 }

@@ -46,6 +46,14 @@ pub enum WriteControl {
 /// the lowest there is, against the default 100 of everyone else.
 pub const OFFENDER_WEIGHT: u16 = 1;
 
+/// The weight of an offender that dirties less than the rate it is held at (a speed probe's
+/// window saw it use too little of it): an untar of small files, slowed by its own metadata,
+/// not by the disk. At weight 1 with a 32 MiB `memory.high` the untar ran at 0.54-0.58x of
+/// its unmitigated speed on 6.12; at weight 10 without `memory.high` at 1.08x, its innocents
+/// pausing no longer (docs/bench/weight-10.md). A copy at weight 10 paused the committing load
+/// longer: it never gets here, since it uses its rate.
+pub const LIGHT_WRITER_WEIGHT: u16 = 10;
+
 impl WriteControl {
     /// The rate that bounds the offender: its write limit, or the disk speed iocost models
     /// (for a disk not yet measured, the highest rate the kernel may choose).
@@ -219,6 +227,41 @@ impl Method {
     /// to the kernel's latency control (see [`iocost::Model::listening`]).
     pub fn listening(self) -> Method {
         self.with_model(iocost::Model::listening)
+    }
+
+    /// For an offender that dirties less than the rate it is held at, the same restriction at
+    /// [`LIGHT_WRITER_WEIGHT`] without `memory.high`; `None` where it is not held by the weight
+    /// of iocost ioshield turned on through cgroupfs (systemd hosts leave iocost off unless
+    /// asked, and the weight was measured only there).
+    pub fn lightened(&self) -> Option<Method> {
+        let Method::Cgroup(l) = self else {
+            return None;
+        };
+        let WriteControl::Weight {
+            model: Some(model),
+            fallback,
+            ..
+        } = l.write
+        else {
+            return None;
+        };
+        Some(Method::Cgroup(CgroupLimits {
+            write: WriteControl::Weight {
+                weight: LIGHT_WRITER_WEIGHT,
+                model: Some(model),
+                fallback,
+            },
+            memory_high: None,
+            ..l.clone()
+        }))
+    }
+
+    /// The iocost weight the offender's cgroup is given, where a weight holds it.
+    pub fn weight(&self) -> Option<u16> {
+        match self.write()? {
+            WriteControl::Weight { weight, .. } => Some(weight),
+            WriteControl::Limit(_) => None,
+        }
     }
 
     /// The same restriction with `change` applied to the iocost model ioshield turned on for
@@ -444,6 +487,54 @@ mod tests {
         measured: true,
         capacity: true,
     };
+
+    /// Only a weight under iocost ioshield turned on (cgroupfs) is lightened: io.max, someone
+    /// else's iocost and systemd's units keep their restriction.
+    #[test]
+    fn a_light_writer_gets_weight_10_without_memory_high_only_under_our_iocost() {
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        let limits = |write| CgroupLimits {
+            dev,
+            write,
+            memory_high: Some(32 << 20),
+        };
+        let ours = WriteControl::Weight {
+            weight: OFFENDER_WEIGHT,
+            model: Some(iocost::Model::held(25_000_000)),
+            fallback: 12_500_000,
+        };
+        let held = Method::Cgroup(limits(ours));
+        let light = held.lightened().unwrap();
+        assert_eq!(light.weight(), Some(LIGHT_WRITER_WEIGHT));
+        assert_eq!(light.memory_high(), None);
+        assert_eq!(light.iocost_model(), held.iocost_model());
+        assert_eq!(held.weight(), Some(1));
+        assert_eq!(
+            light.describe(),
+            "io.weight=10 (iocost on, disk not measured: modelled at 25.0MB/s, the rate held at \
+             25.0MB/s)"
+        );
+        let foreign = WriteControl::Weight {
+            weight: OFFENDER_WEIGHT,
+            model: None,
+            fallback: 12_500_000,
+        };
+        assert_eq!(Method::Cgroup(limits(foreign)).lightened(), None);
+        let limit = Method::Cgroup(limits(WriteControl::Limit(12_500_000)));
+        assert_eq!(limit.lightened(), None);
+        assert_eq!(limit.weight(), None);
+        let scope = Method::SystemdScope(ScopeLimits {
+            dev,
+            device: "/dev/vdb".into(),
+            write: ours,
+            memory_high: Some(32 << 20),
+        });
+        assert_eq!(scope.lightened(), None);
+        assert_eq!(Method::Ioprio.lightened(), None);
+    }
 
     #[test]
     fn memory_high_lowered_only_where_higher() {

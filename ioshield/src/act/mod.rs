@@ -292,6 +292,13 @@ impl Actuator {
             return UndoReport::default();
         };
         let mut report = UndoReport::default();
+        if let (Some(fs), Some(w)) = (&self.cgroupfs, active.method.weight())
+            && matches!(active.method, Method::Cgroup(_))
+            && w != method::OFFENDER_WEIGHT
+            && let Err(e) = self.weigh_parent(fs, None)
+        {
+            report.errors.push(format!("{e:#}"));
+        }
         // Processes born inside our cgroup were never recorded: send them where the root was.
         if let (Some(fs), Some(cg)) = (self.cgroupfs.clone(), active.cgroup.as_ref()) {
             let home = fs.nearest_existing(active.home.as_deref().unwrap_or(Path::new("/")));
@@ -419,6 +426,11 @@ impl Actuator {
         }
         if let Some(active) = self.active.get_mut(&id) {
             active.method = method.clone();
+        }
+        if let (Some(fs), Method::Cgroup(_)) = (&self.cgroupfs, &method)
+            && held.weight() != method.weight()
+        {
+            self.weigh_parent(fs, None)?;
         }
         Ok(Some(method))
     }

@@ -261,7 +261,8 @@ impl DiskRuntime {
         // memory.high moves between two sizes, as others start or stop writing beside it.
         let same_memory =
             self.method.as_ref().and_then(Method::memory_high) == method.memory_high();
-        if same_kind && unchanged && same_memory {
+        let same_weight = self.method.as_ref().and_then(Method::weight) == method.weight();
+        if same_kind && unchanged && same_memory && same_weight {
             return;
         }
         match fx.actuator.retune(id, &method).await {

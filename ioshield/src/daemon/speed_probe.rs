@@ -187,6 +187,10 @@ pub struct SpeedProbe {
     remembered: bool,
     /// Whether a step found room to spare.
     room: bool,
+    /// Whether a window saw the writer use too little of the rate it was held at to tell the
+    /// disk's room (`Some(true)`), and whether it has dirtied faster than that rate since
+    /// (`Some(false)`, for good): see [`Method::lightened`].
+    light: Option<bool>,
 }
 
 impl SpeedProbe {
@@ -212,6 +216,18 @@ impl SpeedProbe {
             return Some(Room::Spare);
         }
         self.no_room.filter(|_| !self.remembered).map(Room::NoneAt)
+    }
+
+    /// Whether the writer is held as one that dirties less than its rate: a window saw it use
+    /// too little of it, and it has not dirtied faster since.
+    pub fn light(&self) -> bool {
+        self.light == Some(true)
+    }
+
+    /// The writer dirtied faster than the rate it is held at: held as any writer again, for
+    /// the rest of the restriction.
+    pub fn turned_heavy(&mut self) {
+        self.light = Some(false);
     }
 
     /// What the disk did over a sample, while the restriction holds.
@@ -364,6 +380,7 @@ impl SpeedProbe {
                     self.no_room = Some(top);
                     format!("{seen}: no room")
                 } else {
+                    self.light.get_or_insert(true);
                     format!("{seen}: too little of the rate used to tell")
                 };
                 None
@@ -589,6 +606,31 @@ mod tests {
         let (m, _) = listened(&mut lower, 0, 25, 0.17).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert_eq!(lower.room_shown(), Some(Room::Spare));
+    }
+
+    /// A writer a window saw use too little of its rate is light until it dirties faster
+    /// (`Method::lightened`); a window it used, or one not judged, says nothing of it.
+    #[test]
+    fn a_writer_that_used_too_little_of_its_rate_is_light_until_it_turns_heavy() {
+        let mut untar = SpeedProbe::default();
+        assert!(!untar.light());
+        let (_, why) = listened(&mut untar, 0, 8, 0.19).unwrap();
+        assert!(why.contains("too little of the rate used to tell"), "{why}");
+        assert!(untar.light());
+        untar.turned_heavy();
+        assert!(!untar.light());
+        // For good: a later window that sees it use too little again does not make it light.
+        listened(&mut untar, 5, 8, 0.19).unwrap();
+        assert!(!untar.light());
+
+        let mut copy = SpeedProbe::default();
+        listened(&mut copy, 0, 19, 0.39).unwrap();
+        assert!(!copy.light());
+        // Held rate only, no window (an earlier answer): nothing judged.
+        let mut kept = SpeedProbe::remembering(Some(25e6), 25e6);
+        run(&mut kept, 11, 8, 0.1);
+        assumed(&mut kept, at(0)).unwrap();
+        assert!(!kept.light());
     }
 
     /// A disk five times faster than assumed completes the model's 25 MB/s with a tenth of a
