@@ -174,6 +174,18 @@ impl Model {
         }
     }
 
+    /// A rate left to the kernel's latency control (a probe's window) held again at the top
+    /// of its range; `None` for any other model (a forced rate has no range).
+    pub fn closed(self) -> Option<Model> {
+        match self.vrate {
+            Vrate::Adaptive { min_pct, max_pct } if min_pct < max_pct => Some(Model {
+                vrate: Vrate::Held { pct: max_pct },
+                ..self
+            }),
+            _ => None,
+        }
+    }
+
     /// The `io.cost.qos` line (without the device), as the kernel prints it.
     pub fn qos_line(&self) -> String {
         match self.vrate {

@@ -264,6 +264,13 @@ impl Method {
         }
     }
 
+    /// Under a probe's window (the rate left to the kernel's latency control), the same
+    /// restriction with the rate held again at the top of the window's range; `None` otherwise.
+    pub fn window_closed(&self) -> Option<Method> {
+        let closed = self.iocost_model()?.closed()?;
+        Some(self.clone().with_model(|_| closed))
+    }
+
     /// The same restriction with `change` applied to the iocost model ioshield turned on for
     /// it, if any.
     fn with_model(mut self, change: impl FnOnce(iocost::Model) -> iocost::Model) -> Method {
@@ -487,6 +494,38 @@ mod tests {
         measured: true,
         capacity: true,
     };
+
+    /// A restriction waiting for its backlog leaves no window open: the rate is held again at
+    /// the top of the window's range; a held or forced rate, and io.max, have no window.
+    #[test]
+    fn a_window_closes_to_the_rate_held_before_it() {
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        let held = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight: LIGHT_WRITER_WEIGHT,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            memory_high: None,
+        });
+        let window = held.clone().listening();
+        assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
+        assert_eq!(window.window_closed(), Some(held.clone()));
+        assert_eq!(held.window_closed(), None);
+        let forced = held.clone().listening().with_rate_at_least(40_000_000);
+        assert_eq!(forced.rate_range(), Some((40_000_000, 40_000_000)));
+        assert_eq!(forced.window_closed(), None);
+        let limit = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Limit(12_500_000),
+            memory_high: None,
+        });
+        assert_eq!(limit.window_closed(), None);
+    }
 
     /// Only a weight under iocost ioshield turned on (cgroupfs) is lightened: io.max, someone
     /// else's iocost and systemd's units keep their restriction.

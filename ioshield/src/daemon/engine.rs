@@ -578,6 +578,15 @@ impl Engine {
                                 show_bytes(backlog.unwrap_or(0))
                             );
                         }
+                        // The probe steps no more: a window open now would leave the backlog
+                        // to the kernel's latency control, which a deep queue of small writes
+                        // pulls to a quarter of the model (an untar's 150 MB written at 10
+                        // MB/s on the 25 MB/s model, docs/bench/light-writer.md).
+                        if let Some(closed) = rt.method.as_ref().and_then(Method::window_closed) {
+                            let why = "its backlog written at the rate held before the speed \
+                                       probe's window, no longer open";
+                            rt.retune(disk, closed, why, &mut fx).await;
+                        }
                         return;
                     }
                     Verdict::Release {
@@ -960,7 +969,8 @@ fn lighten(
         return (method, why);
     }
     let why = format!(
-        "{why}; its writers used too little of the rate to tell the disk's room and dirty {},          less than {}: held by the weight alone while they do",
+        "{why}; its writers used too little of the rate to tell and dirty {}, under {}: held \
+         by the weight alone while they do",
         show_rate(dirtying),
         show_rate(bw)
     );

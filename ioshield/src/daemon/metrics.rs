@@ -142,8 +142,8 @@ impl Metrics {
         );
         registry.register(
             "iocost",
-            "1 while the disk's restricted offender is held by iocost weight (io.weight 1) \
-             instead of a write limit",
+            "1 while the disk's restricted offender is held by iocost weight (io.weight 1, 10 \
+             for a writer that dirties less than its held rate) instead of a write limit",
             m.iocost.clone(),
         );
         registry.register(

@@ -147,6 +147,20 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 Ok(format!("{said} ({kept}); {}", compare(&p, &none)?))
             });
             report(series, "ioshield-auto kept answer", again);
+            // An untar of small files slows itself (ext4's metadata): held at weight 1 under
+            // 32 MiB it ran at about half its speed; once the probe's window sees it use too
+            // little of its rate it goes on at weight 10 without memory.high
+            // (docs/bench/light-writer.md).
+            let untar = stall_as(
+                "ioshield-auto-tar",
+                "ioshield",
+                &["BANDWIDTH=auto", "OFFENDER=tar"],
+            )
+            .and_then(|p| {
+                let light = lightened(&dir.join("ioshield-auto-tar"))?;
+                Ok(format!("{light}; {}", p.line()))
+            });
+            report(series, "ioshield-auto tar lightened", untar);
             // The innocent loads write beside the offender on a disk of known speed: its
             // memory.high is 8 MiB instead of 32 (shorter journal waits for the others).
             report(
@@ -410,6 +424,46 @@ fn no_window_after_kept_answer(run: &Path) -> Result<String> {
         );
     };
     Ok(excerpt(line, said, " in an earlier one").to_string())
+}
+
+/// An untar held at the assumed speed used too little of its rate for the probe's window to
+/// tell the disk's room, and went on at `io.weight=10` without `memory.high` (the daemon's
+/// `Method::lightened`: 0.51-0.58x of its unmitigated speed at weight 1 and 32 MiB on 6.12),
+/// with every limit written.
+fn lightened(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
+    if let Some(failed) = text
+        .lines()
+        .find(|l| l.contains("cannot change the limits"))
+    {
+        bail!("a limit not written: {failed}");
+    }
+    let decisions: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("restrict pid") || l.contains("retune pid"))
+        .collect();
+    let said = || decisions.join(" | ");
+    let Some(at) = decisions
+        .iter()
+        .position(|l| l.contains("retune pid") && l.contains(": io.weight=10 "))
+    else {
+        bail!(
+            "the untar was never lightened; the daemon's decisions: {}",
+            said()
+        );
+    };
+    let line = decisions[at];
+    let how = excerpt(line, "io.weight=10", ") (");
+    if how.contains("memory.high=") {
+        bail!("lightened with a memory.high: {line}");
+    }
+    if !line.contains(TOO_LITTLE) && !decisions[..at].iter().any(|l| l.contains(TOO_LITTLE)) {
+        bail!(
+            "lightened before a window saw it use too little: {}",
+            said()
+        );
+    }
+    Ok(excerpt(line, "not measured after", "while they do").to_string())
 }
 
 /// How a probe step says its window showed nothing (`daemon::speed_probe`).
@@ -807,6 +861,50 @@ mod tests {
 
     /// The drain check wants the wait and a release after the backlog was written, and says
     /// what it saw otherwise.
+    #[test]
+    fn the_light_writer_check_wants_weight_10_without_memory_high_after_too_little() {
+        let dir = run_dir("light");
+        let log = dir.join("results/daemon.log");
+        let restrict = "2026-11-27T07:12:01.1Z  INFO restrict pid 235 (exe) dirtied 6.3 MB in \
+                        165 ms on /dev/vda: io.weight=1 (iocost on, disk not measured: modelled \
+                        at 25.0MB/s, the rate held at 25.0MB/s) memory.high=32M (1 processes)\n";
+        let window = "2026-11-27T07:12:08.1Z  INFO retune pid 235 on /dev/vda: io.weight=1 \
+                      (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's latency \
+                      control setting the rate between 6.2MB/s and 25.0MB/s) memory.high=32M \
+                      (the disk's speed is not known after 7s: its rate left to the kernel's \
+                      latency control until 10s, to see whether the disk has room)\n";
+        let light = "2026-11-27T07:12:11.1Z  INFO retune pid 235 on /dev/vda: io.weight=10 \
+                     (iocost on, disk not measured: modelled at 25.0MB/s, the rate held at \
+                     25.0MB/s) (the disk's speed is not measured after 10s: the rate held at \
+                     25.0 MB/s (it wrote 3.3 MB/s with 0.19 writes in flight: too little of the \
+                     rate used to tell); its writers used too little of the rate to tell and \
+                     dirty 7.1 MB/s, under 25.0 MB/s: held by the weight alone while they do)\n";
+        std::fs::write(&log, format!("{restrict}{window}{light}")).unwrap();
+        let said = super::lightened(&dir).unwrap();
+        assert!(said.starts_with("not measured after 10s"), "{said}");
+        assert!(said.ends_with("while they do"), "{said}");
+        // Never lightened.
+        std::fs::write(&log, format!("{restrict}{window}")).unwrap();
+        let e = super::lightened(&dir).unwrap_err().to_string();
+        assert!(e.contains("never lightened"), "{e}");
+        // Lightened but memory.high kept.
+        let kept = light.replace("25.0MB/s) (the disk", "25.0MB/s) memory.high=32M (the disk");
+        std::fs::write(&log, format!("{restrict}{window}{kept}")).unwrap();
+        let e = super::lightened(&dir).unwrap_err().to_string();
+        assert!(e.contains("with a memory.high"), "{e}");
+        // Lightened without a window that saw too little.
+        let early = light.replace("too little of the rate used to tell)", "no room)");
+        std::fs::write(&log, format!("{restrict}{early}")).unwrap();
+        let e = super::lightened(&dir).unwrap_err().to_string();
+        assert!(e.contains("before a window saw it"), "{e}");
+        // A limit the kernel refused.
+        let refused = "2026-11-27T07:12:12.1Z  WARN cannot change the limits on /dev/vda: \
+                       writing io.weight: Invalid argument\n";
+        std::fs::write(&log, format!("{restrict}{window}{light}{refused}")).unwrap();
+        let e = super::lightened(&dir).unwrap_err().to_string();
+        assert!(e.contains("a limit not written"), "{e}");
+    }
+
     #[test]
     fn the_drain_check_wants_the_release_after_the_backlog() {
         let dir = run_dir("drain");
