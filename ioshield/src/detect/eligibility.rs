@@ -15,10 +15,22 @@ pub struct Eligibility {
 
 impl Eligibility {
     pub fn new(exclude: Exclude, session_leaders: bool, tree: &ProcessTree) -> Self {
+        Self::protecting(std::process::id(), exclude, session_leaders, tree)
+    }
+
+    /// The rules with `me` and its ancestors protected instead of this process: a test's tree
+    /// of made-up pids must not depend on the pid the test runs as (a test binary that ran as
+    /// pid 400 found the tree's `dd` 400 protected).
+    pub fn protecting(
+        me: u32,
+        exclude: Exclude,
+        session_leaders: bool,
+        tree: &ProcessTree,
+    ) -> Self {
         Self {
             exclude,
             session_leaders,
-            protected: tree.ancestry(std::process::id()).collect(),
+            protected: tree.ancestry(me).collect(),
         }
     }
 

@@ -117,12 +117,29 @@ mod tests {
         t
     }
 
+    /// The daemon's own pid in these tests: none of the tree's.
+    const NOT_IN_TREE: u32 = 999_999;
+
     fn rules(t: &ProcessTree) -> Eligibility {
         let exclude = Exclude {
             comm: vec!["backup".into()],
             ..Exclude::default()
         };
-        Eligibility::new(exclude, false, t)
+        Eligibility::protecting(NOT_IN_TREE, exclude, false, t)
+    }
+
+    /// The daemon (here as gzip, 300) and its ancestors are never chosen nor counted.
+    #[test]
+    fn the_daemon_and_its_ancestors_are_protected() {
+        let t = tree();
+        let e = Eligibility::protecting(300, Exclude::default(), false, &t);
+        let s = scores(&t, &e, HashMap::from([(300, 50.0), (302, 10.0)]), 1.0);
+        assert_eq!(s.subtree.get(&300), None);
+        assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 202);
+        assert_eq!(
+            e.excluded(&t, 200, t.get(200).unwrap()),
+            Some("ioshield or one of its ancestors")
+        );
     }
 
     #[test]
@@ -157,7 +174,7 @@ mod tests {
         let c = choose(&t, &e, &s, &HashSet::new()).unwrap();
         assert_eq!((c.pid, c.score), (100, 30.0));
         // With session_leaders = true a leader is judged by its whole subtree.
-        let all = Eligibility::new(Exclude::default(), true, &t);
+        let all = Eligibility::protecting(NOT_IN_TREE, Exclude::default(), true, &t);
         let s = scores(&t, &all, HashMap::from([(100, 2.0), (300, 10.0)]), 1.0);
         assert_eq!(choose(&t, &all, &s, &HashSet::new()).unwrap().pid, 100);
     }
