@@ -1,9 +1,12 @@
 //! One disk's runtime in the daemon: its hysteresis state, the restriction it holds, and carrying
 //! out a decision to restrict or release through the actuator.
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use super::{
-    decisions::DecisionLog, metrics::Metrics, ratelimit::RateLimit, speed_probe::SpeedProbe,
+    decisions::DecisionLog,
+    metrics::Metrics,
+    ratelimit::RateLimit,
+    speed_probe::{NoRoom, SpeedProbe},
 };
 use crate::{
     act::{Actuator, Method, Restricted},
@@ -38,9 +41,10 @@ pub struct DiskRuntime {
     pub writers: Vec<crate::daemon::status::WriterStatus>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
-    /// The rate at which a probe's window showed the disk without room to spare, kept
-    /// across restrictions (and restarts, in the speeds file) until the disk shows more.
-    pub no_room: Option<f64>,
+    /// The rate at which a probe's window showed the disk without room to spare, and when:
+    /// kept across restrictions (and restarts, in the speeds file) until the disk shows more,
+    /// standing for [`super::speed_probe::NO_ROOM_KEPT`].
+    pub no_room: Option<NoRoom>,
     /// A release waiting for the backlog the restriction's writers left.
     pub drain: Option<crate::detect::drain::Drain>,
     /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
@@ -147,7 +151,8 @@ impl DiskRuntime {
                 fx.log.decided(offender.pid, "restrict", message);
                 self.state.hold(offender.pid);
                 self.restriction = Some(id);
-                self.speed_probe = SpeedProbe::remembering(self.no_room, bw);
+                let standing = NoRoom::standing(self.no_room, SystemTime::now());
+                self.speed_probe = SpeedProbe::remembering(standing, bw);
                 if let Some(r) = self
                     .speed_probe
                     .remembered()

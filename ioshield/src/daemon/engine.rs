@@ -1,7 +1,7 @@
 //! One tick of the daemon: sample, update the tree and rates, decide per disk, act.
 use std::{
     collections::{HashMap, HashSet},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
 use anyhow::Result;
@@ -12,7 +12,7 @@ use super::{
     guard::{BacklogGuards, Wanted},
     metrics::Metrics,
     ratelimit::RateLimit,
-    speed_probe::Room,
+    speed_probe::{NoRoom, Room},
     speeds::SpeedFile,
     status::{self, Status},
     user_links::UserLinks,
@@ -906,8 +906,12 @@ fn keep_room_shown(
     identity: Option<&str>,
     speeds: &mut SpeedFile,
 ) {
+    let now = SystemTime::now();
     let no_room = match rt.speed_probe.room_shown() {
-        Some(Room::NoneAt(rate)) if rt.no_room != Some(rate) => Some(rate),
+        // Given again after the last one lapsed: it stands from now.
+        Some(Room::NoneAt(rate)) if rt.no_room.is_none_or(|n| n.rate != rate || !n.fresh(now)) => {
+            Some(NoRoom { rate, since: now })
+        }
         Some(Room::Spare) if rt.no_room.is_some() => None,
         _ => return,
     };
@@ -920,10 +924,10 @@ fn keep_room_shown(
     } else {
         ""
     };
-    match no_room {
+    match no_room.map(|n| n.rate) {
         Some(rate) => tracing::info!(
             "{}: no room to spare at {}: later restrictions there hold that rate without a \
-             window{kept}",
+             window for a day{kept}",
             disk.label(),
             show_rate(rate)
         ),

@@ -10,7 +10,7 @@
 //! room to spare; one that queued to complete it does not. The disk shows its speed as soon as
 //! it completes less than the forced rate with writes waiting (`RateHold::AtLeast`), not only
 //! under a backlog of four writes, which memory.high keeps the held writer from making.
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::{
     act::Method, config::DevicePolicy, detect::bandwidth::Estimate, display::show_rate,
@@ -113,6 +113,36 @@ const SAME_RATE: f64 = 0.05;
 /// for ([`SAME_RATE`]).
 pub fn same_rate(bw: f64, no_room: f64) -> bool {
     (bw / no_room - 1.0).abs() <= SAME_RATE
+}
+
+/// How long a kept "no room" answer stands before a restriction asks a window again. A disk
+/// that queued at the assumed speed once may not any more (the window may have met someone
+/// else's writes), and while the answer stands, short writers there are held at that rate
+/// without a look: a false answer on a fast disk would hold every copy shorter than 30 s at
+/// 25 MB/s for good. A window costs a copy on the slow disk about a tenth of a second of its
+/// committing neighbour's longest pause (0.33-0.52 s against 0.23-0.35 s held, 6.12, stop 39):
+/// once a day is cheap.
+pub const NO_ROOM_KEPT: Duration = Duration::from_secs(24 * 3600);
+
+/// A kept "no room" answer: the rate a window showed no room at, and when.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NoRoom {
+    pub rate: f64,
+    pub since: SystemTime,
+}
+
+impl NoRoom {
+    /// Whether the answer still stands at `now` ([`NO_ROOM_KEPT`]); a clock set back leaves it
+    /// standing.
+    pub fn fresh(&self, now: SystemTime) -> bool {
+        !now.duration_since(self.since)
+            .is_ok_and(|age| age >= NO_ROOM_KEPT)
+    }
+
+    /// The rate of a kept answer that still stands at `now`, for [`SpeedProbe::remembering`].
+    pub fn standing(kept: Option<NoRoom>, now: SystemTime) -> Option<f64> {
+        kept.filter(|n| n.fresh(now)).map(|n| n.rate)
+    }
 }
 
 /// What a restriction's probe showed of the disk, for the restrictions after it.
@@ -606,6 +636,20 @@ mod tests {
         let (m, _) = listened(&mut lower, 0, 25, 0.17).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
         assert_eq!(lower.room_shown(), Some(Room::Spare));
+    }
+
+    /// A kept answer stands for a day, then a restriction asks a window again.
+    #[test]
+    fn a_kept_answer_stands_for_a_day() {
+        let since = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let kept = Some(NoRoom { rate: 25e6, since });
+        let hour = Duration::from_secs(3600);
+        assert_eq!(NoRoom::standing(kept, since), Some(25e6));
+        assert_eq!(NoRoom::standing(kept, since + 23 * hour), Some(25e6));
+        assert_eq!(NoRoom::standing(kept, since + 24 * hour), None);
+        // A clock set back: still standing.
+        assert_eq!(NoRoom::standing(kept, since - hour), Some(25e6));
+        assert_eq!(NoRoom::standing(None, since), None);
     }
 
     /// A writer a window saw use too little of its rate is light until it dirties faster

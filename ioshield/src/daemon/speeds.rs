@@ -10,10 +10,10 @@
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::{Duration, Instant, SystemTime},
 };
 
-use super::speed_probe::same_rate;
+use super::speed_probe::{NoRoom, same_rate};
 use crate::detect::bandwidth::Kept;
 
 /// In front of a disk's identity: the value is a lower bound of its speed. Identities start
@@ -23,6 +23,10 @@ const AT_LEAST: &str = "at-least:";
 /// the disk queues at that rate (`SpeedProbe`): a disk never measured (short copies end before
 /// the probe forces the rate) would otherwise pay for the same answer in every restriction.
 const NO_ROOM: &str = "no-room:";
+/// In front of a disk's identity: when its [`NO_ROOM`] answer was given, in seconds since the
+/// epoch (the answer stands for `NO_ROOM_KEPT`). An answer kept without one (by stop 40's
+/// daemon) counts from the moment it is read.
+const NO_ROOM_SINCE: &str = "no-room-since:";
 
 /// At most one write a minute while the values move.
 const SAVE_EVERY: Duration = Duration::from_secs(60);
@@ -55,13 +59,27 @@ impl SpeedFile {
                 BTreeMap::new()
             }
         };
-        let known: BTreeMap<String, f64> = known
+        let mut known: BTreeMap<String, f64> = known
             .into_iter()
             .filter(|(_, v)| v.is_finite() && *v > 0.0)
             .collect();
+        let read = known.clone();
+        let unstamped: Vec<String> = known
+            .keys()
+            .filter_map(|k| k.strip_prefix(NO_ROOM))
+            .filter(|i| !known.contains_key(&format!("{NO_ROOM_SINCE}{i}")))
+            .map(str::to_string)
+            .collect();
+        for identity in unstamped {
+            known.insert(
+                format!("{NO_ROOM_SINCE}{identity}"),
+                epoch_seconds(SystemTime::now()),
+            );
+        }
         SpeedFile {
             path: path.to_path_buf(),
-            saved: known.clone(),
+            // A time stamped here is not in the file yet.
+            saved: read,
             known,
             last_save: None,
         }
@@ -88,28 +106,44 @@ impl SpeedFile {
         if matches!(kept, Kept::Speed(_))
             || self
                 .no_room(identity)
-                .is_some_and(|r| v > r && !same_rate(v, r))
+                .is_some_and(|n| v > n.rate && !same_rate(v, n.rate))
         {
-            self.known.remove(&format!("{NO_ROOM}{identity}"));
+            self.set_no_room(identity, None);
         }
         self.known.remove(&other);
         self.known.insert(key, v);
     }
 
-    /// The rate at which the disk showed no room to spare, if it did and was not measured
-    /// since.
-    pub fn no_room(&self, identity: &str) -> Option<f64> {
-        self.known.get(&format!("{NO_ROOM}{identity}")).copied()
+    /// The rate at which the disk showed no room to spare, and when, if it did and was not
+    /// measured since.
+    pub fn no_room(&self, identity: &str) -> Option<NoRoom> {
+        let rate = *self.known.get(&format!("{NO_ROOM}{identity}"))?;
+        let since = self
+            .known
+            .get(&format!("{NO_ROOM_SINCE}{identity}"))
+            .map_or(SystemTime::UNIX_EPOCH, |s| {
+                SystemTime::UNIX_EPOCH + Duration::from_secs_f64(*s)
+            });
+        Some(NoRoom { rate, since })
     }
 
-    /// Keeps the rate at which the disk showed no room to spare, or forgets it (`None`: the
-    /// disk showed room).
-    pub fn set_no_room(&mut self, identity: &str, rate: Option<f64>) {
-        let key = format!("{NO_ROOM}{identity}");
-        match rate {
-            Some(r) => self.known.insert(key, r),
-            None => self.known.remove(&key),
-        };
+    /// Keeps the rate at which the disk showed no room to spare and when, or forgets it
+    /// (`None`: the disk showed room).
+    pub fn set_no_room(&mut self, identity: &str, answer: Option<NoRoom>) {
+        let (rate, since) = (
+            format!("{NO_ROOM}{identity}"),
+            format!("{NO_ROOM_SINCE}{identity}"),
+        );
+        match answer {
+            Some(n) => {
+                self.known.insert(rate, n.rate);
+                self.known.insert(since, epoch_seconds(n.since));
+            }
+            None => {
+                self.known.remove(&rate);
+                self.known.remove(&since);
+            }
+        }
     }
 
     /// Writes the file if a value moved enough since the last write and the last write is a
@@ -131,6 +165,12 @@ impl SpeedFile {
             Err(e) => tracing::warn!("cannot write disk speeds file {}: {e}", self.path.display()),
         }
     }
+}
+
+/// Whole seconds since the epoch (0 for a clock before it): the file's numbers are `f64`.
+fn epoch_seconds(t: SystemTime) -> f64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs() as f64)
 }
 
 fn write_atomically(path: &Path, known: &BTreeMap<String, f64>) -> std::io::Result<()> {
@@ -193,12 +233,21 @@ mod tests {
         assert_eq!(f.known.len(), 1, "{:?}", f.known);
     }
 
+    const SINCE: u64 = 1_800_000_000;
+
+    fn answer(rate: f64) -> NoRoom {
+        NoRoom {
+            rate,
+            since: SystemTime::UNIX_EPOCH + Duration::from_secs(SINCE),
+        }
+    }
+
     #[test]
     fn a_no_room_rate_is_kept_until_the_disk_shows_more() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("disks.json");
         let mut f = SpeedFile::load(&path);
-        f.set_no_room("serial:stick", Some(25e6));
+        f.set_no_room("serial:stick", Some(answer(25e6)));
         f.set("serial:stick", Kept::AtLeast(20e6));
         f.save(true);
         let text = std::fs::read_to_string(&path).unwrap();
@@ -206,22 +255,48 @@ mod tests {
             text.contains(r#""no-room:serial:stick": 25000000.0"#),
             "{text}"
         );
+        assert!(
+            text.contains(r#""no-room-since:serial:stick": 1800000000.0"#),
+            "{text}"
+        );
         let mut f = SpeedFile::load(&path);
-        assert_eq!(f.no_room("serial:stick"), Some(25e6));
+        assert_eq!(f.no_room("serial:stick"), Some(answer(25e6)));
         // Neither the disk's speed nor its lower bound.
         assert_eq!(f.get("serial:stick"), Some(Kept::AtLeast(20e6)));
         assert_eq!(f.no_room("serial:other"), None);
         // A lower bound above the rate contradicts it (not one the probe takes for the same
         // rate); a measured speed makes it moot.
         f.set("serial:stick", Kept::AtLeast(26e6));
-        assert_eq!(f.no_room("serial:stick"), Some(25e6));
+        assert_eq!(f.no_room("serial:stick"), Some(answer(25e6)));
         f.set("serial:stick", Kept::AtLeast(30e6));
         assert_eq!(f.no_room("serial:stick"), None);
-        f.set_no_room("serial:stick", Some(25e6));
+        f.set_no_room("serial:stick", Some(answer(25e6)));
         f.set("serial:stick", Kept::Speed(24e6));
         assert_eq!(f.no_room("serial:stick"), None);
-        f.set_no_room("serial:stick", Some(25e6));
+        f.set_no_room("serial:stick", Some(answer(25e6)));
         f.set_no_room("serial:stick", None);
         assert_eq!(f.no_room("serial:stick"), None);
+        // Nothing of the answer is left in the file.
+        f.save(true);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(!text.contains("no-room"), "{text}");
+    }
+
+    /// An answer kept without its time (stop 40's daemon) counts from when it is read, and
+    /// the time is written with it.
+    #[test]
+    fn an_answer_kept_without_its_time_counts_from_its_reading() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disks.json");
+        std::fs::write(&path, r#"{"no-room:serial:data": 25000000}"#).unwrap();
+        let before = SystemTime::now() - Duration::from_secs(1);
+        let mut f = SpeedFile::load(&path);
+        let kept = f.no_room("serial:data").unwrap();
+        assert_eq!(kept.rate, 25e6);
+        assert!(kept.since >= before, "{kept:?}");
+        assert!(kept.fresh(SystemTime::now()));
+        f.save(false);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(r#""no-room-since:serial:data""#), "{text}");
     }
 }
