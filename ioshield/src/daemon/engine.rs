@@ -978,6 +978,7 @@ fn lighten(
         show_rate(dirtying),
         show_rate(bw)
     );
+    rt.speed_probe.lightened();
     (light, why)
 }
 
