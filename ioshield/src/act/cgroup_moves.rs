@@ -8,10 +8,9 @@ use super::{
     Actuator, CgroupLimits, Method, SHARED, WriteControl, cgroup,
     cgroup::Cgroupfs,
     identity,
-    memory_headroom::{Writer, memory_high_to_ask},
     method::{NO_WRITE_LIMIT, OFFENDER_WEIGHT},
 };
-use crate::{display::show_bytes, journal::Change, system::cgroups};
+use crate::{journal::Change, system::cgroups};
 
 impl Actuator {
     /// Makes the shared set-up (ioshield's parent cgroup, the controllers its restrictions need)
@@ -143,9 +142,6 @@ pub(super) enum Io {
     Unset,
     /// Limited before, by a write limit that may have to be lifted.
     Set,
-    /// The same, with memory.high lifted (a light writer's, `Method::lightened`): what the
-    /// writer dirtied meanwhile is charged to the cgroup.
-    Lifted,
 }
 
 pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: Io) -> Result<()> {
@@ -167,31 +163,11 @@ pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: 
         )?;
     }
     match (limits.memory_high, io) {
-        (Some(m), Io::Unset | Io::Set) => fs.write_file(cg, "memory.high", &m.to_string())?,
-        (Some(m), Io::Lifted) => {
-            // Written below what the cgroup holds, memory.high makes the daemon reclaim the
-            // difference, dirty pages included, before the write returns: a light writer that
-            // turned heavy may hold hundreds of MB. As for systemd (`memory_headroom`), never
-            // asked below that, which the writer's own allocations then meet. Only here: a
-            // held writer's cgroup holds about its memory.high, and asking that instead of 32
-            // MiB at every retune would let it creep up.
-            let now = cgroups::memory_current(&fs.abs(cg)).unwrap_or(0);
-            let ask = memory_high_to_ask(m, now, Writer::Held);
-            if ask != m {
-                tracing::info!(
-                    "{}: memory.high set at {} rather than {}: it holds {} (the daemon would \
-                     reclaim the difference itself, deciding nothing meanwhile)",
-                    cg.display(),
-                    show_bytes(ask),
-                    show_bytes(m),
-                    show_bytes(now)
-                );
-            }
-            fs.write_file(cg, "memory.high", &ask.to_string())?
-        }
-        // Lifted from a writer that turned out light (`Method::lightened`); a cgroup without
-        // the memory controller has no file to lift.
-        (None, Io::Set | Io::Lifted)
+        (Some(m), _) => fs.write_file(cg, "memory.high", &m.to_string())?,
+        // Lifted from a writer that turned out light (`Method::lightened`), for good: set
+        // again below what the cgroup holds, the daemon would reclaim the difference itself
+        // (`SpeedProbe::heavy`). A cgroup without the memory controller has no file to lift.
+        (None, Io::Set)
             if cg
                 .parent()
                 .is_some_and(|p| fs.controller_enabled(p, "memory")) =>
@@ -279,10 +255,10 @@ mod tests {
         assert_eq!(read(&fs, "ioshield/io.weight"), "default 1");
     }
 
-    /// A retune lifts memory.high where the restriction has none, and never sets it back below
-    /// what the cgroup holds (the daemon would reclaim that, dirty pages included).
+    /// A retune lifts memory.high where the restriction has none, where the memory
+    /// controller gives the cgroup one.
     #[test]
-    fn a_retune_lifts_memory_high_and_never_sets_it_back_below_what_the_cgroup_holds() {
+    fn a_retune_lifts_memory_high() {
         let (_dir, _actuator, fs) = setup();
         let cg = Path::new("/ioshield/r1-42");
         let high = |fs: &Cgroupfs| read(fs, "ioshield/r1-42/memory.high");
@@ -296,19 +272,6 @@ mod tests {
         write_limits(&fs, cg, &light, Io::Set).unwrap();
         assert_eq!(high(&fs), "max");
         assert_eq!(read(&fs, "ioshield/r1-42/io.weight"), "default 10");
-        // It dirtied 300 MiB meanwhile, then turned heavy.
-        let current = fs.abs(&cg.join("memory.current"));
-        std::fs::write(&current, format!("{}\n", 300u64 << 20)).unwrap();
-        write_limits(&fs, cg, &held(1), Io::Lifted).unwrap();
-        assert_eq!(high(&fs), (300u64 << 20).to_string());
-        // Under it, the value asked for.
-        std::fs::write(&current, "1000\n").unwrap();
-        write_limits(&fs, cg, &held(1), Io::Lifted).unwrap();
-        assert_eq!(high(&fs), (32u64 << 20).to_string());
-        // A held writer's retune asks its value, whatever the cgroup holds.
-        std::fs::write(&current, format!("{}\n", 34u64 << 20)).unwrap();
-        write_limits(&fs, cg, &held(1), Io::Set).unwrap();
-        assert_eq!(high(&fs), (32u64 << 20).to_string());
         // Without the memory controller there is no memory.high to lift.
         std::fs::write(fs.abs(Path::new("/ioshield/cgroup.subtree_control")), "io").unwrap();
         std::fs::remove_file(fs.abs(&cg.join("memory.high"))).unwrap();

@@ -309,6 +309,16 @@ impl Method {
         self.map_memory_high(|m| m.min(bytes))
     }
 
+    /// The same restriction without memory.high.
+    pub fn without_memory_high(mut self) -> Method {
+        if let Method::Cgroup(CgroupLimits { memory_high, .. })
+        | Method::SystemdScope(ScopeLimits { memory_high, .. }) = &mut self
+        {
+            *memory_high = None;
+        }
+        self
+    }
+
     /// The same restriction with its memory.high, where it sets one, passed through `f`.
     fn map_memory_high(mut self, f: impl FnOnce(u64) -> u64) -> Method {
         if let Method::Cgroup(CgroupLimits { memory_high, .. })

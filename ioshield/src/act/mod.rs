@@ -404,12 +404,7 @@ impl Actuator {
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 *l = self.hold_by(&fs, id, l).await;
-                let io = if held.memory_high().is_none() {
-                    cgroup_moves::Io::Lifted
-                } else {
-                    cgroup_moves::Io::Set
-                };
-                cgroup_moves::write_limits(&fs, &cg, l, io)?;
+                cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
                 // A user manager without io keeps holding memory.high alone.

@@ -946,9 +946,9 @@ const LIGHT_SHARE: f64 = 0.5;
 
 /// For a writer a speed-probe window saw use too little of its rate, `method` lightened
 /// ([`Method::lightened`]) once it dirties less than [`LIGHT_SHARE`] of the rate the disk is
-/// judged at (`bw`), and while it dirties less than `bw`; once it dirties faster it is held as
-/// any writer for the rest of the restriction: the lightened method has no memory.high to
-/// bound what it dirties.
+/// judged at (`bw`), and while it dirties less than `bw`; once it dirties faster it is held at
+/// weight 1 for the rest of the restriction, still without memory.high
+/// ([`super::speed_probe::SpeedProbe::heavy`]).
 fn lighten(
     rt: &mut DiskRuntime,
     method: Method,
@@ -956,7 +956,15 @@ fn lighten(
     dirtying: f64,
     bw: f64,
 ) -> (Method, String) {
+    if rt.speed_probe.heavy() {
+        let why = format!("{why}; no memory.high since its writers were light");
+        return (method.without_memory_high(), why);
+    }
     let Some(light) = method.lightened().filter(|_| rt.speed_probe.light()) else {
+        // Once lifted, memory.high stays so (see `SpeedProbe::heavy`), whatever holds it now.
+        if rt.speed_probe.lifted() {
+            return (method.without_memory_high(), why);
+        }
         return (method, why);
     };
     let lightened = rt.method.as_ref().and_then(Method::weight) == Some(LIGHT_WRITER_WEIGHT);
@@ -966,11 +974,12 @@ fn lighten(
     if dirtying >= bw {
         rt.speed_probe.turned_heavy();
         let why = format!(
-            "{why}; its writers dirty {}, not less than {}: held as any writer again",
+            "{why}; its writers dirty {}, not less than {}: held at weight 1 again, without \
+             memory.high",
             show_rate(dirtying),
             show_rate(bw)
         );
-        return (method, why);
+        return (method.without_memory_high(), why);
     }
     let why = format!(
         "{why}; its writers used too little of the rate to tell and dirty {}, under {}: held \
@@ -999,6 +1008,56 @@ fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
 mod tests {
     use super::*;
     use crate::act::cgroup::Cgroupfs;
+
+    /// A writer seen light is lightened once it dirties under half the rate, stays so under
+    /// the rate, and once over it is held at weight 1 without memory.high for good.
+    #[test]
+    fn a_light_writer_is_lightened_then_held_without_memory_high_once_heavy() {
+        use crate::{
+            act::{CgroupLimits, WriteControl},
+            daemon::speed_probe::SpeedProbe,
+        };
+        let held = Method::Cgroup(CgroupLimits {
+            dev: DevId {
+                major: 254,
+                minor: 16,
+            },
+            write: WriteControl::Weight {
+                weight: 1,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 18_750_000,
+            },
+            memory_high: Some(32 << 20),
+        });
+        let mut rt = DiskRuntime {
+            method: Some(held.clone()),
+            ..DiskRuntime::default()
+        };
+        let tick = |rt: &mut DiskRuntime, dirtying: f64| {
+            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6);
+            rt.method = Some(m.clone());
+            (m, why)
+        };
+        // Not seen light: as it was.
+        assert_eq!(tick(&mut rt, 1e6).0, held);
+        rt.speed_probe = SpeedProbe::seen_light();
+        // Over half the rate: not yet.
+        assert_eq!(tick(&mut rt, 13e6).0, held);
+        let (m, why) = tick(&mut rt, 8e6);
+        assert_eq!((m.weight(), m.memory_high()), (Some(10), None), "{why}");
+        assert!(why.contains("dirty 8.0 MB/s, under 25.0 MB/s"), "{why}");
+        // Under the rate it stays light.
+        assert_eq!(tick(&mut rt, 20e6).0.weight(), Some(10));
+        let (m, why) = tick(&mut rt, 30e6);
+        assert_eq!((m.weight(), m.memory_high()), (Some(1), None), "{why}");
+        assert!(
+            why.contains("held at weight 1 again, without memory.high"),
+            "{why}"
+        );
+        // For good, slow or not.
+        let (m, _) = tick(&mut rt, 1e6);
+        assert_eq!((m.weight(), m.memory_high()), (Some(1), None));
+    }
 
     /// The shipped configuration on a host without systemd sets up io and memory at start;
     /// memory only where some disk's policy uses memory.high; nothing where no disk is

@@ -71,6 +71,14 @@ const ROOM_BUSY: f64 = 0.7;
 /// until the disk was measured 3.6 s later; bench-head-30, 1 run of 2). A step from a window
 /// goes at most to [`MOST`] times the held rate.
 const LISTENED_BUSY: f64 = 0.6;
+/// A window's writer is seen as one that uses too little of its rate to be held by more than
+/// iocost's weight ([`Method::lightened`]) only when the disk completed under this share of the
+/// rate: the untar's windows completed 3.3-6.4 MB/s of the held 25 (0.13-0.26), a copy's at
+/// least 14 (6.12's held copy, whose first window may fall short of [`LISTENED_BUSY`]: one at
+/// 14.3 MB/s was lightened under a rule without this share, dumped 201 MB into the page cache
+/// within 2 s and paused the daemon 5 s in the memory.high write that held it again,
+/// bench-light41b-cp).
+const LIGHT_BUSY: f64 = 0.4;
 /// How long before a step that may show room the rate is handed to the kernel's latency
 /// control (`Method::listening`): under the held rate's 10 ms slices every disk completes the
 /// held writer's writes at once (0.09-0.11 writes in flight at 18-21 MB/s on both the 30 and
@@ -232,7 +240,8 @@ enum Light {
     /// written at the kernel's latency control: the committing load's longest pause began in
     /// that second window in 2 of 3 6.12 runs, 0.21 s against 0.08 s (bench-light41b-tar).
     Lightened,
-    /// Dirtied faster than the rate since: held as any writer, for good.
+    /// Dirtied faster than the rate since: held at weight 1 again, for good, but without
+    /// memory.high (see [`SpeedProbe::turned_heavy`]).
     Heavy,
 }
 
@@ -267,6 +276,15 @@ impl SpeedProbe {
         matches!(self.light, Some(Light::Seen | Light::Lightened))
     }
 
+    /// A probe whose window saw the writer use too little of its rate, for tests elsewhere.
+    #[cfg(test)]
+    pub fn seen_light() -> SpeedProbe {
+        SpeedProbe {
+            light: Some(Light::Seen),
+            ..SpeedProbe::default()
+        }
+    }
+
     /// The writer is held by the weight alone: no more windows.
     pub fn lightened(&mut self) {
         if self.light == Some(Light::Seen) {
@@ -274,10 +292,24 @@ impl SpeedProbe {
         }
     }
 
-    /// The writer dirtied faster than the rate it is held at: held as any writer again, for
-    /// the rest of the restriction.
+    /// The writer dirtied faster than the rate it is held at: held at weight 1 again, for the
+    /// rest of the restriction.
     pub fn turned_heavy(&mut self) {
         self.light = Some(Light::Heavy);
+    }
+
+    /// Whether the writer was lightened (its memory.high lifted), light still or not.
+    pub fn lifted(&self) -> bool {
+        matches!(self.light, Some(Light::Lightened | Light::Heavy))
+    }
+
+    /// Whether the writer was lightened and then dirtied faster than its rate: its cgroup holds
+    /// what it dirtied meanwhile, and a memory.high written below that makes its writer, the
+    /// daemon, reclaim it while the writer adds more: a copy that dumped 201 MB held the daemon
+    /// 5 s at full CPU in that write (bench-light41b-cp). Held by the weight alone instead, as
+    /// the lone-writer script measured kindly to the innocents (docs/bench/memory-high-weight.md).
+    pub fn heavy(&self) -> bool {
+        self.light == Some(Light::Heavy)
     }
 
     /// What the disk did over a sample, while the restriction holds.
@@ -431,7 +463,9 @@ impl SpeedProbe {
                     self.no_room = Some(top);
                     format!("{seen}: no room")
                 } else {
-                    self.light.get_or_insert(Light::Seen);
+                    if window.seconds >= ROOM_SECONDS && !window.busy(top, LIGHT_BUSY) {
+                        self.light.get_or_insert(Light::Seen);
+                    }
                     format!("{seen}: too little of the rate used to tell")
                 };
                 None
@@ -693,7 +727,9 @@ mod tests {
         // Seen so but not lightened (it dirties too fast): the second window as for anyone.
         let (m, _) = assumed(&mut untar.clone(), at(5) - LISTEN).unwrap();
         assert_eq!(m.rate_range(), Some((6_250_000, 25_000_000)));
+        assert!(!untar.heavy() && !untar.lifted() && light.lifted());
         untar.turned_heavy();
+        assert!(untar.heavy() && untar.lifted());
         untar.lightened();
         assert!(!untar.light());
         // For good: a later window that sees it use too little again does not make it light.
@@ -703,6 +739,11 @@ mod tests {
         let mut copy = SpeedProbe::default();
         listened(&mut copy, 0, 19, 0.39).unwrap();
         assert!(!copy.light());
+        // Short of the rate in its first window, not so far short as an untar: not light.
+        let mut late = SpeedProbe::default();
+        let (_, why) = listened(&mut late, 0, 14, 0.51).unwrap();
+        assert!(why.contains("too little of the rate used to tell"), "{why}");
+        assert!(!late.light());
         // Held rate only, no window (an earlier answer): nothing judged.
         let mut kept = SpeedProbe::remembering(Some(25e6), 25e6);
         run(&mut kept, 11, 8, 0.1);

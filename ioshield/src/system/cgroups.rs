@@ -67,16 +67,6 @@ pub fn backlog(dir: &Path) -> Option<u64> {
     parse_backlog(&std::fs::read_to_string(dir.join("memory.stat")).ok()?)
 }
 
-/// What the cgroup at `dir` holds in memory (`memory.current`, bytes); `None` without the
-/// memory controller there.
-pub fn memory_current(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(dir.join("memory.current"))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 fn parse_backlog(stat: &str) -> Option<u64> {
     let mut found = None;
     for line in stat.lines() {
