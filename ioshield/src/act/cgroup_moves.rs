@@ -206,15 +206,7 @@ mod tests {
     }
 
     fn active(limits: CgroupLimits) -> Active {
-        Active {
-            method: Method::Cgroup(limits),
-            home: None,
-            cgroup: None,
-            unit: None,
-            unit_cgroup: None,
-            manager: None,
-            root_previous: None,
-        }
+        Active::new(Method::Cgroup(limits))
     }
 
     /// A cgroupfs stand-in: directories and the files the kernel would have.

@@ -94,6 +94,21 @@ struct Active {
     root_previous: Option<u16>,
 }
 
+impl Active {
+    /// A restriction by `method`, before anything of it is in place.
+    fn new(method: Method) -> Active {
+        Active {
+            method,
+            home: None,
+            cgroup: None,
+            unit: None,
+            unit_cgroup: None,
+            manager: None,
+            root_previous: None,
+        }
+    }
+}
+
 pub struct Actuator {
     journal: Journal,
     cgroupfs: Option<Cgroupfs>,
@@ -165,15 +180,7 @@ impl Actuator {
         let id = self.next_id;
         self.next_id += 1;
         self.stopwatch = Stopwatch::start();
-        let mut active = Active {
-            method: method.clone(),
-            home: None,
-            cgroup: None,
-            unit: None,
-            unit_cgroup: None,
-            manager: None,
-            root_previous: None,
-        };
+        let mut active = Active::new(method.clone());
         let mut how = method.describe();
         match method {
             Method::DryRun => {}
