@@ -143,7 +143,13 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 &["BANDWIDTH=auto", &earlier],
             )
             .and_then(|p| {
-                let said = no_window_after_kept_answer(&dir.join("ioshield-auto-again"))?;
+                let answer = kept
+                    .rsplit('=')
+                    .next()
+                    .and_then(|r| r.parse::<f64>().ok())
+                    .with_context(|| format!("no rate in the kept answer {kept}"))?;
+                let run = dir.join("ioshield-auto-again");
+                let said = no_window_after_kept_answer(&run, answer)?;
                 Ok(format!("{said} ({kept}); {}", compare(&p, &none)?))
             });
             report(series, "ioshield-auto kept answer", again);
@@ -394,10 +400,12 @@ fn kept_no_room(run: &Path) -> Result<Option<String>> {
         .map(|(k, v)| format!("{k}={v:.0}")))
 }
 
-/// A restriction on a disk whose "no room" answer the daemon started with said so and held the
-/// rate without a window. A window after the disk showed a lower bound beyond the answer's rate
-/// is the daemon forgetting a contradicted answer, as it should: not applicable.
-fn no_window_after_kept_answer(run: &Path) -> Result<String> {
+/// A restriction on a disk whose "no room" answer (at `answer` bytes/s) the daemon started with
+/// said so and held the rate without a window. A window after the disk showed a lower bound
+/// beyond the answer's rate is the daemon forgetting a contradicted answer, as it should: not
+/// applicable; so is one at a rate the answer is not for (the bound came in the same tick as
+/// the window, seen on 6.1: "between 6.2MB/s and 26.5MB/s" against an answer at 25.0).
+fn no_window_after_kept_answer(run: &Path, answer: f64) -> Result<String> {
     let text = daemon_log(run)?;
     let decisions: Vec<&str> = text
         .lines()
@@ -412,6 +420,14 @@ fn no_window_after_kept_answer(run: &Path) -> Result<String> {
             return Ok(format!(
                 "not applicable: a lower bound above the answer came first: {}",
                 excerpt(faster, bound, "/s)")
+            ));
+        }
+        // The daemon's `same_rate`: within 5%.
+        if let Some(top) = window_top(decisions[at]).filter(|t| (t / answer - 1.0).abs() > 0.05) {
+            return Ok(format!(
+                "not applicable: the window's rate went up to {:.1} MB/s, not the answer's {:.1}",
+                top / 1e6,
+                answer / 1e6
             ));
         }
         bail!("a window despite the kept answer: {}", decisions[at]);
@@ -464,6 +480,15 @@ fn lightened(run: &Path) -> Result<String> {
         );
     }
     Ok(excerpt(line, "not measured after", "while they do").to_string())
+}
+
+/// The highest rate a window's line says the kernel's latency control may set, bytes/s:
+/// "...setting the rate between 6.2MB/s and 26.5MB/s)".
+fn window_top(line: &str) -> Option<f64> {
+    let (_, rest) = line.split_once("setting the rate between ")?;
+    let (_, top) = rest.split_once(" and ")?;
+    let (mb, _) = top.split_once("MB/s")?;
+    mb.parse::<f64>().ok().map(|v| v * 1e6)
 }
 
 /// How a probe step says its window showed nothing (`daemon::speed_probe`).
@@ -832,7 +857,7 @@ mod tests {
             until 10s, to see whether the disk has room) pid=196 action=\"retune\"\n";
         let check = |text: String| {
             std::fs::write(&log, text).unwrap();
-            super::no_window_after_kept_answer(&dir)
+            super::no_window_after_kept_answer(&dir, 25e6)
         };
         assert_eq!(
             check(format!("{restrict}{held}")).unwrap(),
@@ -851,6 +876,21 @@ mod tests {
             "not applicable: a lower bound above the answer came first: (the disk is at least \
              27.7 MB/s)"
         );
+        // The bound in the window's own line (6.1, CI of stop 41).
+        let bound_window = "2026-11-27T08:43:39Z  INFO retune pid 145 on /dev/vda: io.weight=1 \
+            (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's latency control \
+            setting the rate between 6.2MB/s and 26.5MB/s) memory.high=32M (the disk's speed is \
+            not known after 8s: its rate left to the kernel's latency control until 10s)\n";
+        assert_eq!(
+            check(format!("{restrict}{held}{bound_window}")).unwrap(),
+            "not applicable: the window's rate went up to 26.5 MB/s, not the answer's 25.0"
+        );
+        // At the answer's rate, it is a window despite the answer.
+        let same = bound_window.replace("26.5MB/s", "25.0MB/s");
+        let e = check(format!("{restrict}{held}{same}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("a window despite the kept answer"), "{e}");
         let e = check(restrict.to_string()).unwrap_err().to_string();
         assert!(
             e.contains("no restriction held the rate") && e.contains("restrict pid 196"),
@@ -859,8 +899,8 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// The drain check wants the wait and a release after the backlog was written, and says
-    /// what it saw otherwise.
+    /// The light-writer check wants a retune to weight 10 without memory.high after a window
+    /// that saw too little, and every limit written.
     #[test]
     fn the_light_writer_check_wants_weight_10_without_memory_high_after_too_little() {
         let dir = run_dir("light");
@@ -905,6 +945,8 @@ mod tests {
         assert!(e.contains("a limit not written"), "{e}");
     }
 
+    /// The drain check wants the wait and a release after the backlog was written, and says
+    /// what it saw otherwise.
     #[test]
     fn the_drain_check_wants_the_release_after_the_backlog() {
         let dir = run_dir("drain");
