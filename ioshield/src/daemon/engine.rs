@@ -585,6 +585,7 @@ impl Engine {
                         if let Some(closed) = rt.method.as_ref().and_then(Method::window_closed) {
                             let why = "its backlog written at the rate held before the speed \
                                        probe's window, no longer open";
+                            rt.speed_probe.close_window();
                             rt.retune(disk, closed, why, &mut fx).await;
                         }
                         return;

@@ -276,6 +276,14 @@ impl SpeedProbe {
         matches!(self.light, Some(Light::Seen | Light::Lightened))
     }
 
+    /// The restriction's window was closed before its step (a release waiting for the
+    /// backlog): what follows until the next step is no window, and judged as one (the held
+    /// rate's short slices make every disk look roomy) it could force the rate up should the
+    /// writer write again.
+    pub fn close_window(&mut self) {
+        self.listening = false;
+    }
+
     /// A probe whose window saw the writer use too little of its rate, for tests elsewhere.
     #[cfg(test)]
     pub fn seen_light() -> SpeedProbe {
@@ -705,6 +713,19 @@ mod tests {
         // A clock set back: still standing.
         assert_eq!(NoRoom::standing(kept, since - hour), Some(25e6));
         assert_eq!(NoRoom::standing(None, since), None);
+    }
+
+    /// A window closed before its step is not judged: a held rate's seconds would look roomy.
+    #[test]
+    fn a_window_closed_early_is_not_judged() {
+        let mut p = SpeedProbe::default();
+        let (m, _) = assumed(&mut p, at(0) - LISTEN).unwrap();
+        assert_eq!(m.rate_range(), Some((6_250_000, 25_000_000)));
+        p.close_window();
+        run(&mut p, 3, 25, 0.1);
+        let (m, why) = assumed(&mut p, at(0)).unwrap();
+        assert_eq!(m, rate_control());
+        assert!(why.contains("not judged, no window"), "{why}");
     }
 
     /// A writer a window saw use too little of its rate is light until it dirties faster
