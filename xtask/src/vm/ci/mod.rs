@@ -297,10 +297,7 @@ fn forced_by_room(run: &Path) -> Result<String> {
         .lines()
         .find(|l| l.contains("retune pid") && l.contains("writes in flight: room to spare)"))
     else {
-        let said: Vec<&str> = text
-            .lines()
-            .filter(|l| l.contains("restrict pid") || l.contains("retune pid"))
-            .collect();
+        let said = decisions(&text, HELD);
         bail!(
             "no step with room to spare; the daemon's decisions: {}",
             said.join(" | ")
@@ -315,14 +312,7 @@ fn forced_by_room(run: &Path) -> Result<String> {
 /// the 30 MB/s disk sometimes looks roomy on 6.1 (docs/bench/one-window.md).
 fn one_window_after_no_room(run: &Path) -> Result<String> {
     let text = daemon_log(run)?;
-    let decisions: Vec<&str> = text
-        .lines()
-        .filter(|l| {
-            ["restrict pid", "retune pid", "release pid"]
-                .iter()
-                .any(|k| l.contains(k))
-        })
-        .collect();
+    let decisions = decisions(&text, &["restrict pid", "retune pid", "release pid"]);
     let said = || decisions.join(" | ");
     let Some(at) = decisions
         .iter()
@@ -407,10 +397,7 @@ fn kept_no_room(run: &Path) -> Result<Option<String>> {
 /// the window, seen on 6.1: "between 6.2MB/s and 26.5MB/s" against an answer at 25.0).
 fn no_window_after_kept_answer(run: &Path, answer: f64) -> Result<String> {
     let text = daemon_log(run)?;
-    let decisions: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("restrict pid") || l.contains("retune pid"))
-        .collect();
+    let decisions = decisions(&text, HELD);
     if let Some(at) = decisions
         .iter()
         .position(|l| l.contains("left to the kernel's latency control"))
@@ -454,10 +441,7 @@ fn lightened(run: &Path) -> Result<String> {
     {
         bail!("a limit not written: {failed}");
     }
-    let decisions: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("restrict pid") || l.contains("retune pid"))
-        .collect();
+    let decisions = decisions(&text, HELD);
     let said = || decisions.join(" | ");
     let Some(at) = decisions
         .iter()
@@ -493,6 +477,16 @@ fn window_top(line: &str) -> Option<f64> {
 
 /// How a probe step says its window showed nothing (`daemon::speed_probe`).
 const TOO_LITTLE: &str = "too little of the rate used to tell)";
+
+/// The daemon's restrict and retune lines.
+const HELD: &[&str] = &["restrict pid", "retune pid"];
+
+/// The lines of a daemon log that hold any of `kinds` ("restrict pid", ...), in order.
+fn decisions<'a>(text: &'a str, kinds: &[&str]) -> Vec<&'a str> {
+    text.lines()
+        .filter(|l| kinds.iter().any(|k| l.contains(k)))
+        .collect()
+}
 
 /// The part of `line` from `from` to the end of `to`, or all of it.
 fn excerpt<'a>(line: &'a str, from: &str, to: &str) -> &'a str {
