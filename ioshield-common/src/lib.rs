@@ -29,6 +29,9 @@ pub struct Counters {
     pub throttle_pauses: u64,
     /// Total pause time requested by `balance_dirty_pages`, in milliseconds.
     pub throttle_ms: u64,
+    /// Folios dirtied at a file's first page (index 0): about one per file written from its
+    /// start. Zero where the kernel side cannot read a folio's index.
+    pub files_started: u64,
 }
 
 /// What happened to a process, as reported through the lifecycle ring buffer.
@@ -139,6 +142,7 @@ pub mod names {
     pub mod global {
         pub const FOLIO_FLAGS_OFF: &str = "FOLIO_FLAGS_OFF";
         pub const FOLIO_NR_PAGES_OFF: &str = "FOLIO_NR_PAGES_OFF";
+        pub const FOLIO_INDEX_OFF: &str = "FOLIO_INDEX_OFF";
         pub const MAPPING_HOST_OFF: &str = "MAPPING_HOST_OFF";
         pub const INODE_SB_OFF: &str = "INODE_SB_OFF";
         pub const INODE_MODE_OFF: &str = "INODE_MODE_OFF";

@@ -10,8 +10,8 @@ use ioshield_common::CounterKey;
 use crate::{
     bdi, burst, diag,
     kernel::{
-        DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_NR_PAGES_OFF, INODE_MODE_OFF, INODE_RDEV_OFF,
-        INODE_SB_OFF, MAPPING_HOST_OFF, PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
+        DIRTY_TP_NAME_OFF, FOLIO_FLAGS_OFF, FOLIO_INDEX_OFF, FOLIO_NR_PAGES_OFF, INODE_MODE_OFF,
+        INODE_RDEV_OFF, INODE_SB_OFF, MAPPING_HOST_OFF, PAGE_SIZE, PG_HEAD_MASK, SB_DEV_OFF, read,
     },
     maps::with_counters,
 };
@@ -24,7 +24,7 @@ pub fn dirty_folio(ctx: RawTracePointContext) -> i32 {
     let mapping: u64 = ctx.arg(1);
     let bytes = folio_pages(&ctx, folio) * PAGE_SIZE.load();
     let dev = mapping_dev(mapping).unwrap_or(0);
-    account(&ctx, dev, bytes);
+    account(&ctx, dev, bytes, file_start(folio));
     0
 }
 ioshield_common::check_name!(ioshield_common::names::program::DIRTY_FOLIO, dirty_folio);
@@ -38,7 +38,7 @@ pub fn dirty_folio_events(ctx: TracePointContext) -> i32 {
         Ok(n) => n,
         Err(_) => return 0,
     };
-    account(&ctx, bdi::parse_dev(&name), PAGE_SIZE.load());
+    account(&ctx, bdi::parse_dev(&name), PAGE_SIZE.load(), 0);
     0
 }
 ioshield_common::check_name!(
@@ -47,7 +47,7 @@ ioshield_common::check_name!(
 );
 
 #[inline(always)]
-fn account<C: EbpfContext>(ctx: &C, dev: u32, bytes: u64) {
+fn account<C: EbpfContext>(ctx: &C, dev: u32, bytes: u64, files: u64) {
     let key = CounterKey {
         tgid: ctx.tgid(),
         dev,
@@ -55,8 +55,23 @@ fn account<C: EbpfContext>(ctx: &C, dev: u32, bytes: u64) {
     with_counters(ctx, &key, |c| {
         c.dirtied_bytes += bytes;
         c.dirtied_events += 1;
+        c.files_started += files;
     });
     burst::observe(&key, bytes);
+}
+
+/// 1 when the folio is its file's first page: a writer of many small files starts one per
+/// file, a copy one in all. Userspace tells them apart by bytes per file started.
+#[inline(always)]
+fn file_start(folio: u64) -> u64 {
+    let off = FOLIO_INDEX_OFF.load();
+    if off == 0 {
+        return 0;
+    }
+    match read::<u64>(folio, off) {
+        Some(0) => 1,
+        _ => 0,
+    }
 }
 
 #[inline(always)]

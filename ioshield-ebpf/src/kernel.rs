@@ -18,6 +18,8 @@ offsets!(
     FOLIO_FLAGS_OFF,
     // 0 when the kernel has no per-folio page count we can read: then one page per event.
     FOLIO_NR_PAGES_OFF,
+    // folio->index (page->index): 0 when unknown, and no file starts are counted.
+    FOLIO_INDEX_OFF,
     // struct address_space -> host, struct inode -> i_sb/i_mode/i_rdev, struct super_block -> s_dev
     MAPPING_HOST_OFF,
     INODE_SB_OFF,

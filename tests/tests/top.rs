@@ -34,6 +34,12 @@ fn counts_a_known_writer_within_five_percent_on_its_disk() {
         (counted / written - 1.0).abs() < 0.05,
         "counted {counted} of {written}"
     );
+    // One file, written from its first page once.
+    let files = bytes_in_window(row, &report, "files_per_sec");
+    assert!(
+        (files - 1.0).abs() < 0.01,
+        "dd wrote 1 file, counted {files}"
+    );
     assert_eq!(row["device"], disk_label(dir.path()));
     assert_eq!(row["comm"], "dd");
     assert_eq!(row["exited"], true);
@@ -49,6 +55,55 @@ fn counts_a_known_writer_within_five_percent_on_its_disk() {
             .iter()
             .any(|d| d["device"] == disk_label(dir.path()))
     );
+}
+
+/// An untar: one process writing many small files, each counted once (what tells it from a
+/// copy, `detect::file_sizes`).
+#[test]
+fn counts_the_files_an_untar_writes() {
+    const FILES: usize = 300;
+    let dir = scratch();
+    let src = dir.path().join("src");
+    std::fs::create_dir(&src).unwrap();
+    for i in 0..FILES {
+        std::fs::write(src.join(format!("f{i:04}")), vec![b'x'; 32 * 1024]).unwrap();
+    }
+    let tarball = dir.path().join("files.tar");
+    let made = Command::new("tar")
+        .arg("-cf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&src)
+        .arg(".")
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = dir.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+
+    let top = Running::start(&["top", "--json", "--interval", "4s"], &[]);
+    let mut untar = Command::new("tar")
+        .arg("-xf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&out)
+        .spawn()
+        .unwrap();
+    let untar_pid = untar.id();
+    assert!(untar.wait().unwrap().success());
+    let (ok, stdout, _) = top.finish();
+    assert!(ok);
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let rows = rows_for_pid(&report, untar_pid);
+    assert_eq!(rows.len(), 1, "one row for tar: {rows:?}");
+    let files = bytes_in_window(&rows[0], &report, "files_per_sec");
+    let bytes = bytes_in_window(&rows[0], &report, "dirty_bytes_per_sec");
+    println!("tar wrote {FILES} files of 32 KiB: counted {files:.0} files, {bytes:.0} bytes");
+    assert!(
+        (files - FILES as f64).abs() <= 2.0,
+        "tar wrote {FILES} files, counted {files}"
+    );
+    assert!((bytes / files - 32768.0).abs() < 2048.0, "{bytes} bytes");
 }
 
 #[test]

@@ -15,7 +15,28 @@ const NEGLIGIBLE: f64 = 1024.0;
 
 pub struct Rates {
     tau: Duration,
-    ema: HashMap<(u32, Disk), f64>,
+    ema: HashMap<(u32, Disk), Rate>,
+}
+
+/// One process's smoothed rates on one disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rate {
+    /// Bytes dirtied per second.
+    pub bytes: f64,
+    /// Files written from their first page, per second.
+    pub files: f64,
+}
+
+impl Rate {
+    fn approach(&mut self, x: Rate, alpha: f64) {
+        self.bytes += alpha * (x.bytes - self.bytes);
+        self.files += alpha * (x.files - self.files);
+    }
+
+    fn add(&mut self, other: Rate) {
+        self.bytes += other.bytes;
+        self.files += other.files;
+    }
 }
 
 impl Rates {
@@ -36,24 +57,32 @@ impl Rates {
     pub fn update(&mut self, sample: &Sample, tree: &ProcessTree) {
         let dt = sample.elapsed.as_secs_f64();
         let alpha = 1.0 - (-dt / self.tau.as_secs_f64()).exp();
-        let mut instant: HashMap<(u32, Disk), f64> = sample
+        let mut instant: HashMap<(u32, Disk), Rate> = sample
             .writes
             .iter()
-            .map(|(k, d)| (k.clone(), d.dirtied_bytes as f64 / dt))
+            .map(|(k, d)| {
+                let rate = Rate {
+                    bytes: d.dirtied_bytes as f64 / dt,
+                    files: d.files_started as f64 / dt,
+                };
+                (k.clone(), rate)
+            })
             .collect();
         for (key, value) in &mut self.ema {
-            let x = instant.remove(key).unwrap_or(0.0);
-            *value += alpha * (x - *value);
+            let x = instant.remove(key).unwrap_or_default();
+            value.approach(x, alpha);
         }
         for (key, x) in instant {
-            self.ema.insert(key, alpha * x);
+            let mut fresh = Rate::default();
+            fresh.approach(x, alpha);
+            self.ema.insert(key, fresh);
         }
         for event in &sample.lifecycle {
             if let Lifecycle::Exit { pid, .. } = event {
                 self.bequeath(*pid, tree);
             }
         }
-        self.ema.retain(|_, v| *v >= NEGLIGIBLE);
+        self.ema.retain(|_, v| v.bytes >= NEGLIGIBLE);
     }
 
     fn bequeath(&mut self, pid: u32, tree: &ProcessTree) {
@@ -72,7 +101,7 @@ impl Rates {
                 continue;
             };
             if let Some(heir) = heir {
-                *self.ema.entry((heir, key.1)).or_default() += v;
+                self.ema.entry((heir, key.1)).or_default().add(v);
             }
         }
     }
@@ -84,13 +113,24 @@ impl Rates {
         d
     }
 
-    /// Each process's own smoothed rate on `disk`.
+    /// Each process's own smoothed dirty rate (bytes per second) on `disk`.
     pub fn on_disk(&self, disk: &Disk) -> HashMap<u32, f64> {
         self.ema
             .iter()
             .filter(|((_, d), _)| d == disk)
-            .map(|((p, _), v)| (*p, *v))
+            .map(|((p, _), v)| (*p, v.bytes))
             .collect()
+    }
+
+    /// What the processes `pids` dirty on `disk` together.
+    pub fn of(&self, disk: &Disk, pids: impl IntoIterator<Item = u32>) -> Rate {
+        let mut sum = Rate::default();
+        for pid in pids {
+            if let Some(r) = self.ema.get(&(pid, disk.clone())) {
+                sum.add(*r);
+            }
+        }
+        sum
     }
 }
 
@@ -125,6 +165,39 @@ mod tests {
             );
         }
         s
+    }
+
+    /// Files are smoothed beside bytes and go to the heir with them.
+    #[test]
+    fn files_are_smoothed_with_the_bytes_and_bequeathed() {
+        let mut r = Rates::new(Duration::from_secs(8));
+        let mut tree = ProcessTree::default();
+        for (pid, ppid, comm) in [(1, 0, "sh"), (7, 1, "tar")] {
+            tree.apply(&Lifecycle::Fork {
+                pid,
+                ppid,
+                comm: comm.into(),
+            });
+        }
+        let mut s = sample(7, 32_768 * 400, vec![]);
+        s.writes.get_mut(&(7, disk())).unwrap().files_started = 400;
+        for _ in 0..60 {
+            r.update(&s, &tree);
+        }
+        let tar = r.of(&disk(), [7]);
+        assert!((tar.files - 400.0).abs() < 1.0, "{tar:?}");
+        assert!((tar.bytes / tar.files - 32_768.0).abs() < 1.0, "{tar:?}");
+        let exit = Lifecycle::Exit {
+            pid: 7,
+            comm: "tar".into(),
+        };
+        tree.apply(&exit);
+        r.update(&sample(0, 0, vec![exit]), &tree);
+        assert!(r.of(&disk(), [7]).files == 0.0);
+        assert!(
+            r.of(&disk(), [1]).files > 300.0,
+            "the parent carries the files"
+        );
     }
 
     #[test]

@@ -12,6 +12,8 @@ pub struct WriteDelta {
     pub dirtied_bytes: u64,
     pub throttle_pauses: u64,
     pub throttle_ms: u64,
+    /// Files it wrote from their first page (see `ioshield_common::Counters::files_started`).
+    pub files_started: u64,
 }
 
 impl WriteDelta {
@@ -19,6 +21,7 @@ impl WriteDelta {
         self.dirtied_bytes += other.dirtied_bytes;
         self.throttle_pauses += other.throttle_pauses;
         self.throttle_ms += other.throttle_ms;
+        self.files_started += other.files_started;
     }
 
     pub fn is_zero(&self) -> bool {

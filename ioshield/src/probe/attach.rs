@@ -48,6 +48,7 @@ impl Loaded {
 struct StructOffsets {
     folio_flags: u32,
     folio_nr_pages: u32,
+    folio_index: u32,
     pg_head_mask: u64,
     mapping_host: u32,
     inode_sb: u32,
@@ -80,6 +81,13 @@ impl StructOffsets {
             o.folio_nr_pages = btf.offset_any("folio", &["_nr_pages", "_folio_nr_pages"])?;
             o.pg_head_mask = 1u64 << btf.enum_value("pageflags", "PG_head")?;
         }
+        // The same field of a page on writeback_dirty_page kernels. Without it writers of many
+        // small files are not told from copies: held like any writer (logged at start).
+        let index = match dirty_tracepoint {
+            "writeback_dirty_folio" => btf.offset_any("folio", &["index"]),
+            _ => btf.offset_any("page", &["index"]),
+        };
+        o.folio_index = index.unwrap_or(0);
         Ok(o)
     }
 }
@@ -132,12 +140,13 @@ pub fn load_and_attach() -> Result<Loaded> {
 
     let o = offsets.as_ref();
     let page_size = vmstat::page_size();
-    let globals: [(&str, u32); 14] = [
+    let globals: [(&str, u32); 15] = [
         (global::FOLIO_FLAGS_OFF, o.map_or(0, |o| o.folio_flags)),
         (
             global::FOLIO_NR_PAGES_OFF,
             o.map_or(0, |o| o.folio_nr_pages),
         ),
+        (global::FOLIO_INDEX_OFF, o.map_or(0, |o| o.folio_index)),
         (global::MAPPING_HOST_OFF, o.map_or(0, |o| o.mapping_host)),
         (global::INODE_SB_OFF, o.map_or(0, |o| o.inode_sb)),
         (global::INODE_MODE_OFF, o.map_or(0, |o| o.inode_mode)),
@@ -216,11 +225,19 @@ pub fn load_and_attach() -> Result<Loaded> {
             program::PROCESS_EXIT,
         ]);
     }
+    let files = dirty_mode == DirtyMode::FolioBytes && o.is_some_and(|o| o.folio_index != 0);
+    if !files {
+        tracing::warn!(
+            "files written are not counted on this kernel (no folio index in its BTF): writers \
+             of many small files are held like copies"
+        );
+    }
     let features = Features {
         dirty_tracepoint: dirty_tp.to_string(),
         dirty_mode,
         throttle,
         lifecycle,
+        files,
     };
     tracing::debug!(?features, "probes attached");
     Ok(Loaded {

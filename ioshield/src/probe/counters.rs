@@ -57,6 +57,7 @@ impl CounterReader {
                 acc.dirtied_events += c.dirtied_events;
                 acc.throttle_pauses += c.throttle_pauses;
                 acc.throttle_ms += c.throttle_ms;
+                acc.files_started += c.files_started;
                 acc
             });
             // Less than last time: the key was evicted from the LRU map and counts anew.
@@ -72,6 +73,7 @@ impl CounterReader {
                 dirtied_bytes: total.dirtied_bytes.saturating_sub(before.dirtied_bytes),
                 throttle_pauses: total.throttle_pauses.saturating_sub(before.throttle_pauses),
                 throttle_ms: total.throttle_ms.saturating_sub(before.throttle_ms),
+                files_started: total.files_started.saturating_sub(before.files_started),
             };
             current.insert(key, total);
             if delta.is_zero() {

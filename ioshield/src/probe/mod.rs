@@ -36,6 +36,9 @@ pub struct Features {
     pub throttle: bool,
     /// fork/exit events attached; otherwise the tree is rebuilt from /proc each tick.
     pub lifecycle: bool,
+    /// Files written from their first page are counted: writers of many small files are told
+    /// from copies.
+    pub files: bool,
 }
 
 /// Cost of one attached BPF program, valid while `kernel.bpf_stats_enabled` is 1.

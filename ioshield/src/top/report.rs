@@ -46,6 +46,8 @@ pub struct ProcessRow {
     /// The process and all its descendants, including those that exited in the window.
     pub tree_dirty_bytes_per_sec: f64,
     pub throttled_ms_per_sec: f64,
+    /// Files it wrote from their first page: many small ones mark an untar or a checkout.
+    pub files_per_sec: f64,
     pub exited: bool,
 }
 
@@ -75,19 +77,20 @@ fn place_of(pid: u32) -> Option<String> {
 impl Report {
     pub fn build(sample: &Sample, tree: &mut ProcessTree, probe: &Probe) -> Report {
         let secs = sample.elapsed.as_secs_f64();
-        // Per disk: each process's own dirty rate and throttle rate.
+        // Per disk: each process's own dirty rate, throttle rate and files written.
         type PerPid = HashMap<u32, f64>;
-        let mut per_disk: BTreeMap<Disk, (PerPid, PerPid)> = BTreeMap::new();
+        let mut per_disk: BTreeMap<Disk, (PerPid, PerPid, PerPid)> = BTreeMap::new();
         for ((pid, disk), delta) in &sample.writes {
             tree.ensure(*pid);
-            let (own, throttle) = per_disk.entry(disk.clone()).or_default();
+            let (own, throttle, files) = per_disk.entry(disk.clone()).or_default();
             *own.entry(*pid).or_default() += delta.dirtied_bytes as f64 / secs;
             *throttle.entry(*pid).or_default() += delta.throttle_ms as f64 / secs;
+            *files.entry(*pid).or_default() += delta.files_started as f64 / secs;
         }
 
         let mut processes = Vec::new();
         let mut devices = Vec::new();
-        for (disk, (own, throttle)) in &per_disk {
+        for (disk, (own, throttle, files)) in &per_disk {
             let totals = tree.subtree_totals(own, 1.0);
             let mut pids: Vec<u32> = totals.keys().copied().collect();
             pids.extend(throttle.keys());
@@ -116,6 +119,7 @@ impl Report {
                     dirty_bytes_per_sec: own.get(&pid).copied().unwrap_or(0.0),
                     tree_dirty_bytes_per_sec: totals.get(&pid).copied().unwrap_or(0.0),
                     throttled_ms_per_sec: throttle.get(&pid).copied().unwrap_or(0.0),
+                    files_per_sec: files.get(&pid).copied().unwrap_or(0.0),
                     exited: node.is_none_or(|n| n.exited),
                 });
             }

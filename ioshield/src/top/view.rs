@@ -144,6 +144,7 @@ mod tests {
             dirty_bytes_per_sec: dirty,
             tree_dirty_bytes_per_sec: tree,
             throttled_ms_per_sec: 0.0,
+            files_per_sec: 0.0,
             exited: false,
         }
     }
