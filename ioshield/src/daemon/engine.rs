@@ -28,7 +28,7 @@ use crate::{
         company::{self, Company},
         drain::{self, Verdict},
         eligibility::Eligibility,
-        offender,
+        file_sizes, offender,
         policy::{BurstReport, Candidate, Decision, Inputs},
         rates::Rates,
     },
@@ -657,6 +657,17 @@ impl Engine {
                             }
                         }
                     };
+                    // Every process in the restriction, as the held score counts them.
+                    let held: HashSet<u32> = members
+                        .iter()
+                        .chain(live.iter().flatten())
+                        .copied()
+                        .collect();
+                    let written = self.rates.of(disk, held);
+                    if file_sizes::many_small_files(written) {
+                        rt.speed_probe
+                            .saw_small_files(|| file_sizes::describe(written));
+                    }
                     let (method, why) = lighten(rt, method, why, inputs.held_score, bw);
                     rt.retune(disk, method, &why, &mut fx).await;
                 }
@@ -983,8 +994,8 @@ fn lighten(
         return (method.without_memory_high(), why);
     }
     let why = format!(
-        "{why}; its writers used too little of the rate to tell and dirty {}, under {}: held \
-         by the weight alone while they do",
+        "{why}; {} and dirty {}, under {}: held by the weight alone while they do",
+        rt.speed_probe.seen_as(),
         show_rate(dirtying),
         show_rate(bw)
     );

@@ -225,12 +225,14 @@ pub struct SpeedProbe {
     remembered: bool,
     /// Whether a step found room to spare.
     room: bool,
-    /// What the windows showed of the writer: see [`Light`].
+    /// What the windows (or the files it writes) showed of the writer: see [`Light`].
     light: Option<Light>,
+    /// Why it was seen light, for the daemon's log.
+    seen_as: String,
 }
 
-/// A writer a window saw use too little of the rate it was held at to tell the disk's room:
-/// see [`Method::lightened`].
+/// A writer a window saw use too little of the rate it was held at to tell the disk's room, or
+/// one that writes many small files ([`crate::detect::file_sizes`]): see [`Method::lightened`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Light {
     /// Seen so, not lightened (yet).
@@ -291,6 +293,20 @@ impl SpeedProbe {
             light: Some(Light::Seen),
             ..SpeedProbe::default()
         }
+    }
+
+    /// The writer writes many small files (`why`): light, as a window would see it, unless it
+    /// was seen otherwise first.
+    pub fn saw_small_files(&mut self, why: impl FnOnce() -> String) {
+        if self.light.is_none() {
+            self.light = Some(Light::Seen);
+            self.seen_as = format!("its writers write many small files ({})", why());
+        }
+    }
+
+    /// Why the writer was seen light.
+    pub fn seen_as(&self) -> &str {
+        &self.seen_as
     }
 
     /// The writer is held by the weight alone: no more windows.
@@ -471,8 +487,12 @@ impl SpeedProbe {
                     self.no_room = Some(top);
                     format!("{seen}: no room")
                 } else {
-                    if window.seconds >= ROOM_SECONDS && !window.busy(top, LIGHT_BUSY) {
-                        self.light.get_or_insert(Light::Seen);
+                    if window.seconds >= ROOM_SECONDS
+                        && !window.busy(top, LIGHT_BUSY)
+                        && self.light.is_none()
+                    {
+                        self.light = Some(Light::Seen);
+                        self.seen_as = "its writers used too little of the rate to tell".into();
                     }
                     format!("{seen}: too little of the rate used to tell")
                 };
@@ -770,6 +790,34 @@ mod tests {
         run(&mut kept, 11, 8, 0.1);
         assumed(&mut kept, at(0)).unwrap();
         assert!(!kept.light());
+    }
+
+    /// A writer of many small files is light without a window (on a measured disk there is
+    /// none), says so, and no window or later file makes a heavy one light again.
+    #[test]
+    fn a_writer_of_many_small_files_is_light_without_a_window() {
+        let mut untar = SpeedProbe::default();
+        untar.saw_small_files(|| "300 files a second, 32 KiB each".into());
+        assert!(untar.light() && !untar.lifted());
+        assert_eq!(
+            untar.seen_as(),
+            "its writers write many small files (300 files a second, 32 KiB each)"
+        );
+        // A window that then sees it use too little keeps the first reason.
+        listened(&mut untar, 0, 8, 0.19).unwrap();
+        assert!(untar.seen_as().contains("many small files"));
+        untar.lightened();
+        untar.turned_heavy();
+        untar.saw_small_files(|| unreachable!("a heavy writer is not asked again"));
+        assert!(!untar.light() && untar.heavy());
+
+        let mut window = SpeedProbe::default();
+        listened(&mut window, 0, 8, 0.19).unwrap();
+        window.saw_small_files(|| unreachable!("seen light already"));
+        assert_eq!(
+            window.seen_as(),
+            "its writers used too little of the rate to tell"
+        );
     }
 
     /// A disk five times faster than assumed completes the model's 25 MB/s with a tenth of a

@@ -4,6 +4,7 @@ pub mod bandwidth;
 pub mod company;
 pub mod drain;
 pub mod eligibility;
+pub mod file_sizes;
 pub mod offender;
 pub mod policy;
 pub mod rates;
