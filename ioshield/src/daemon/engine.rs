@@ -956,11 +956,11 @@ fn keep_room_shown(
 /// on 6.12's fast disk may use too little in its first window only (`speed_probe` tests).
 const LIGHT_SHARE: f64 = 0.5;
 
-/// For a writer a speed-probe window saw use too little of its rate, `method` lightened
-/// ([`Method::lightened`]) once it dirties less than [`LIGHT_SHARE`] of the rate the disk is
-/// judged at (`bw`), and while it dirties less than `bw`; once it dirties faster it is held at
-/// weight 1 for the rest of the restriction, still without memory.high
-/// ([`super::speed_probe::SpeedProbe::heavy`]).
+/// For a writer seen light (many small files, or a speed-probe window it used too little of),
+/// `method` lightened ([`Method::lightened`]) once it dirties less than [`LIGHT_SHARE`] of the
+/// rate the disk is judged at (`bw`), and while it dirties less than `bw`; once it dirties
+/// faster it is held at weight 1 for the rest of the restriction, keeping the light writer's
+/// memory.high ([`super::speed_probe::SpeedProbe::heavy`]).
 fn lighten(
     rt: &mut DiskRuntime,
     method: Method,
@@ -969,13 +969,13 @@ fn lighten(
     bw: f64,
 ) -> (Method, String) {
     if rt.speed_probe.heavy() {
-        let why = format!("{why}; no memory.high since its writers were light");
-        return (method.without_memory_high(), why);
+        let why = format!("{why}; memory.high kept from when its writers were light");
+        return (method.with_light_memory_high(), why);
     }
     let Some(light) = method.lightened().filter(|_| rt.speed_probe.light()) else {
-        // Once lifted, memory.high stays so (see `SpeedProbe::heavy`), whatever holds it now.
+        // Once raised, memory.high stays so (see `SpeedProbe::heavy`), whatever holds it now.
         if rt.speed_probe.lifted() {
-            return (method.without_memory_high(), why);
+            return (method.with_light_memory_high(), why);
         }
         return (method, why);
     };
@@ -986,12 +986,12 @@ fn lighten(
     if dirtying >= bw {
         rt.speed_probe.turned_heavy();
         let why = format!(
-            "{why}; its writers dirty {}, not less than {}: held at weight 1 again, without \
-             memory.high",
+            "{why}; its writers dirty {}, not less than {}: held at weight 1 again, with the \
+             memory.high they had while light",
             show_rate(dirtying),
             show_rate(bw)
         );
-        return (method.without_memory_high(), why);
+        return (method.with_light_memory_high(), why);
     }
     let why = format!(
         "{why}; {} and dirty {}, under {}: held by the weight alone while they do",
@@ -1022,11 +1022,11 @@ mod tests {
     use crate::act::cgroup::Cgroupfs;
 
     /// A writer seen light is lightened once it dirties under half the rate, stays so under
-    /// the rate, and once over it is held at weight 1 without memory.high for good.
+    /// the rate, and once over it is held at weight 1 for good, keeping its 128 MiB.
     #[test]
-    fn a_light_writer_is_lightened_then_held_without_memory_high_once_heavy() {
+    fn a_light_writer_is_lightened_then_held_at_weight_1_once_heavy() {
         use crate::{
-            act::{CgroupLimits, WriteControl},
+            act::{CgroupLimits, WriteControl, method::LIGHT_WRITER_MEMORY_HIGH},
             daemon::speed_probe::SpeedProbe,
         };
         let held = Method::Cgroup(CgroupLimits {
@@ -1055,20 +1055,21 @@ mod tests {
         rt.speed_probe = SpeedProbe::seen_light();
         // Over half the rate: not yet.
         assert_eq!(tick(&mut rt, 13e6).0, held);
+        let mh = Some(LIGHT_WRITER_MEMORY_HIGH);
         let (m, why) = tick(&mut rt, 8e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(10), None), "{why}");
+        assert_eq!((m.weight(), m.memory_high()), (Some(10), mh), "{why}");
         assert!(why.contains("dirty 8.0 MB/s, under 25.0 MB/s"), "{why}");
         // Under the rate it stays light.
         assert_eq!(tick(&mut rt, 20e6).0.weight(), Some(10));
         let (m, why) = tick(&mut rt, 30e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(1), None), "{why}");
+        assert_eq!((m.weight(), m.memory_high()), (Some(1), mh), "{why}");
         assert!(
-            why.contains("held at weight 1 again, without memory.high"),
+            why.contains("held at weight 1 again, with the memory.high they had while light"),
             "{why}"
         );
         // For good, slow or not.
         let (m, _) = tick(&mut rt, 1e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(1), None));
+        assert_eq!((m.weight(), m.memory_high()), (Some(1), mh));
     }
 
     /// The shipped configuration on a host without systemd sets up io and memory at start;
