@@ -18,6 +18,8 @@
 #   load  (default) `ioshield-load offender`: 1 MiB writes without pause until OFFENDER_STOP
 #   cp    `cp` of a 400 MB file from memory (the initramfs) to the data disk, then `sync`
 #   tar   `tar x` of 8192 files of 32 KiB (256 MiB) from a tarball in memory, then `sync`
+#   tarbig  the same tarball with one file of 200 MB after the small ones (the untar turns
+#         into a copy halfway), then `sync`
 # cp and tar are fixed-size jobs: offender.json records their size and completion time.
 # For experiments and `cargo xtask bench` (all off or empty by default):
 #   BDI              per-BDI dirty knobs of the data disk, e.g. "max_bytes=30000000 strict_limit=1" (below)
@@ -135,6 +137,15 @@ case $OFFENDER in
             tar -cf "$SRC/files.tar" -C "$SRC/files" . && rm -rf "$SRC/files" || exit 2
         JOB_BYTES=268435456
         ;;
+    tarbig)
+        # Members in the order given: small/ (its files) first, then big.
+        mkdir -p "$SRC/t/small" &&
+            awk -v d="$SRC/t/small" 'BEGIN { s = sprintf("%32768s", ""); for (i = 0; i < 8192; i++) {
+                f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
+            head -c 200000000 /dev/zero > "$SRC/t/big" &&
+            tar -cf "$SRC/files.tar" -C "$SRC/t" small big && rm -rf "$SRC/t" || exit 2
+        JOB_BYTES=468435456
+        ;;
     *) echo "stall: unknown OFFENDER=$OFFENDER"; exit 2 ;;
 esac
 
@@ -226,7 +237,8 @@ job() {
     start=$(cut -d' ' -f1 /proc/uptime)
     case $OFFENDER in
         cp) cp "$SRC/big" "$DATA/offender-big" ;;
-        tar) mkdir -p "$DATA/offender-tree" && tar -xf "$SRC/files.tar" -C "$DATA/offender-tree" ;;
+        tar | tarbig)
+            mkdir -p "$DATA/offender-tree" && tar -xf "$SRC/files.tar" -C "$DATA/offender-tree" ;;
     esac
     status=$?
     sync

@@ -239,8 +239,8 @@ impl Method {
     }
 
     /// For an offender that dirties less than the rate it is held at, the same restriction at
-    /// [`LIGHT_WRITER_WEIGHT`] with `memory.high` at least [`LIGHT_WRITER_MEMORY_HIGH`]
-    /// ([`Method::with_light_memory_high`]); `None` where it is not held by the weight
+    /// [`LIGHT_WRITER_WEIGHT`] (the daemon also raises an "auto" `memory.high` with
+    /// [`Method::with_light_memory_high`]); `None` where it is not held by the weight
     /// of iocost ioshield turned on through cgroupfs (systemd hosts leave iocost off unless
     /// asked, and the weight was measured only there).
     pub fn lightened(&self) -> Option<Method> {
@@ -261,7 +261,6 @@ impl Method {
                 model: Some(model),
                 fallback,
             },
-            memory_high: l.memory_high.map(|m| m.max(LIGHT_WRITER_MEMORY_HIGH)),
             ..l.clone()
         }))
     }
@@ -565,6 +564,8 @@ mod tests {
         let held = Method::Cgroup(limits(ours));
         let light = held.lightened().unwrap();
         assert_eq!(light.weight(), Some(LIGHT_WRITER_WEIGHT));
+        assert_eq!(light.memory_high(), Some(32 << 20));
+        let light = light.with_light_memory_high();
         assert_eq!(light.memory_high(), Some(LIGHT_WRITER_MEMORY_HIGH));
         assert_eq!(light.iocost_model(), held.iocost_model());
         assert_eq!(held.weight(), Some(1));
@@ -578,12 +579,12 @@ mod tests {
             memory_high: None,
             ..limits(ours)
         });
-        assert_eq!(off.lightened().unwrap().memory_high(), None);
+        assert_eq!(off.with_light_memory_high().memory_high(), None);
         let big = Method::Cgroup(CgroupLimits {
             memory_high: Some(256 << 20),
             ..limits(ours)
         });
-        assert_eq!(big.lightened().unwrap().memory_high(), Some(256 << 20));
+        assert_eq!(big.with_light_memory_high().memory_high(), Some(256 << 20));
         let foreign = WriteControl::Weight {
             weight: OFFENDER_WEIGHT,
             model: None,

@@ -668,7 +668,8 @@ impl Engine {
                         rt.speed_probe
                             .saw_small_files(|| file_sizes::describe(written));
                     }
-                    let (method, why) = lighten(rt, method, why, inputs.held_score, bw);
+                    let auto = policy.memory_high == MemoryHigh::Auto;
+                    let (method, why) = lighten(rt, method, why, inputs.held_score, bw, auto);
                     rt.retune(disk, method, &why, &mut fx).await;
                 }
             }
@@ -967,18 +968,28 @@ fn lighten(
     why: String,
     dirtying: f64,
     bw: f64,
+    auto_memory_high: bool,
 ) -> (Method, String) {
+    // A memory.high the configuration sets stays what it says.
+    let raise = |m: Method| {
+        if auto_memory_high {
+            m.with_light_memory_high()
+        } else {
+            m
+        }
+    };
     if rt.speed_probe.heavy() {
         let why = format!("{why}; memory.high kept from when its writers were light");
-        return (method.with_light_memory_high(), why);
+        return (raise(method), why);
     }
     let Some(light) = method.lightened().filter(|_| rt.speed_probe.light()) else {
         // Once raised, memory.high stays so (see `SpeedProbe::heavy`), whatever holds it now.
         if rt.speed_probe.lifted() {
-            return (method.with_light_memory_high(), why);
+            return (raise(method), why);
         }
         return (method, why);
     };
+    let light = raise(light);
     let lightened = rt.method.as_ref().and_then(Method::weight) == Some(LIGHT_WRITER_WEIGHT);
     if !lightened && dirtying >= LIGHT_SHARE * bw {
         return (method, why);
@@ -991,7 +1002,7 @@ fn lighten(
             show_rate(dirtying),
             show_rate(bw)
         );
-        return (method.with_light_memory_high(), why);
+        return (raise(method), why);
     }
     let why = format!(
         "{why}; {} and dirty {}, under {}: held by the weight alone while they do",
@@ -1046,7 +1057,7 @@ mod tests {
             ..DiskRuntime::default()
         };
         let tick = |rt: &mut DiskRuntime, dirtying: f64| {
-            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6);
+            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6, true);
             rt.method = Some(m.clone());
             (m, why)
         };
@@ -1070,6 +1081,11 @@ mod tests {
         // For good, slow or not.
         let (m, _) = tick(&mut rt, 1e6);
         assert_eq!((m.weight(), m.memory_high()), (Some(1), mh));
+        // A memory.high the configuration sets (not "auto") stays as it says.
+        rt.speed_probe = SpeedProbe::seen_light();
+        rt.method = Some(held.clone());
+        let (m, _) = lighten(&mut rt, held.clone(), "held".into(), 8e6, 25e6, false);
+        assert_eq!((m.weight(), m.memory_high()), (Some(10), Some(32 << 20)));
     }
 
     /// The shipped configuration on a host without systemd sets up io and memory at start;

@@ -34,9 +34,10 @@ pub struct BenchArgs {
     /// (the data disk's ext4 options, e.g. `mount = data=writeback`), which set up the guest.
     #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]
     scenario: Vec<String>,
-    /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file) or `tar`
-    /// (`tar x` of 8192 files of 32 KiB). The last two are fixed-size jobs, timed to `sync`.
-    #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar"])]
+    /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file), `tar`
+    /// (`tar x` of 8192 files of 32 KiB) or `tarbig` (the same and then one file of 200 MB:
+    /// an untar that turns into a copy). All but `load` are fixed-size jobs, timed to `sync`.
+    #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar", "tarbig"])]
     offender: String,
     /// The data disk's write speed in MB/s (qemu's throttle; default: the bed's 30). The oracle's
     /// limit stays two thirds of it.
