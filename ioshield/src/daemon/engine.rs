@@ -1005,7 +1005,7 @@ fn lighten(
         return (raise(method), why);
     }
     let why = format!(
-        "{why}; {} and dirty {}, under {}: held by the weight alone while they do",
+        "{why}; {} and dirty {}, under {}: held at io.weight 10 while they do",
         rt.speed_probe.seen_as(),
         show_rate(dirtying),
         show_rate(bw)

@@ -310,7 +310,7 @@ impl SpeedProbe {
         &self.seen_as
     }
 
-    /// The writer is held by the weight alone: no more windows.
+    /// The writer is held at the light weight: no more windows.
     pub fn lightened(&mut self) {
         if self.light == Some(Light::Seen) {
             self.light = Some(Light::Lightened);

@@ -914,7 +914,7 @@ mod tests {
                      (iocost on, disk not measured: modelled at 25.0MB/s, the rate held at \
                      25.0MB/s) memory.high=128M (the disk's speed is not measured: held at the \
                      assumed 25.0 MB/s; its writers write many small files (292 files a second, 32 KiB \
-                     each) and dirty 1.1 MB/s, under 25.0 MB/s: held by the weight alone while \
+                     each) and dirty 1.1 MB/s, under 25.0 MB/s: held at io.weight 10 while \
                      they do)\n";
         std::fs::write(&log, format!("{restrict}{light}")).unwrap();
         let said = super::lightened(&dir).unwrap();
