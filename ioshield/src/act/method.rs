@@ -58,7 +58,7 @@ pub const LIGHT_WRITER_WEIGHT: u16 = 10;
 /// untar dirtied its whole job in seconds and left its time to `sync` to the backlog (0.88x of
 /// its unmitigated speed on 6.1 with the disk's speed known, against 1.32x at 8 MiB); at 32 MiB
 /// its page cache and the slab of its new inodes held it on 6.12 (0.58x at weight 10). At 128
-/// MiB: 0.84-1.27x on both kernels, measured disk or not, innocents pausing at most 0.17 s
+/// MiB: 0.83-1.31x on both kernels, measured disk or not, innocents pausing at most 0.09 s
 /// (docs/bench/small-files.md). Bounded, it also bounds what a light writer that turns into a
 /// copy dumps before it is held at weight 1 again, and needs no lowering then.
 pub const LIGHT_WRITER_MEMORY_HIGH: u64 = 128 << 20;
