@@ -130,21 +130,16 @@ case $OFFENDER in
         mkdir -p "$SRC" && head -c 400000000 /dev/zero > "$SRC/big" || exit 2
         JOB_BYTES=400000000
         ;;
-    tar)
-        mkdir -p "$SRC/files" &&
-            awk -v d="$SRC/files" 'BEGIN { s = sprintf("%32768s", ""); for (i = 0; i < 8192; i++) {
-                f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
-            tar -cf "$SRC/files.tar" -C "$SRC/files" . && rm -rf "$SRC/files" || exit 2
-        JOB_BYTES=268435456
-        ;;
-    tarbig)
-        # Members in the order given: small/ (its files) first, then big.
+    tar | tarbig)
+        # 8192 files of 32 KiB under small/; tarbig adds one of 200 MB after them (tar archives
+        # its members in the order given).
+        members=small JOB_BYTES=268435456
+        if [ "$OFFENDER" = tarbig ]; then members="small big" JOB_BYTES=468435456; fi
         mkdir -p "$SRC/t/small" &&
             awk -v d="$SRC/t/small" 'BEGIN { s = sprintf("%32768s", ""); for (i = 0; i < 8192; i++) {
                 f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
-            head -c 200000000 /dev/zero > "$SRC/t/big" &&
-            tar -cf "$SRC/files.tar" -C "$SRC/t" small big && rm -rf "$SRC/t" || exit 2
-        JOB_BYTES=468435456
+            { [ "$OFFENDER" = tar ] || head -c 200000000 /dev/zero > "$SRC/t/big"; } &&
+            tar -cf "$SRC/files.tar" -C "$SRC/t" $members && rm -rf "$SRC/t" || exit 2
         ;;
     *) echo "stall: unknown OFFENDER=$OFFENDER"; exit 2 ;;
 esac
