@@ -239,30 +239,37 @@ impl Method {
     }
 
     /// For an offender that dirties less than the rate it is held at, the same restriction at
-    /// [`LIGHT_WRITER_WEIGHT`] (the daemon also raises an "auto" `memory.high` with
-    /// [`Method::with_light_memory_high`]); `None` where it is not held by the weight
-    /// of iocost ioshield turned on through cgroupfs (systemd hosts leave iocost off unless
-    /// asked, and the weight was measured only there).
+    /// [`LIGHT_WRITER_WEIGHT`] where the weight of iocost ioshield turned on through cgroupfs
+    /// holds it, and as it is where a write limit does (the daemon also raises an "auto"
+    /// `memory.high` with [`Method::with_light_memory_high`], which is all that lightens a
+    /// writer under a limit: the untar dirties less than the limit, and a small `memory.high`
+    /// is what holds it). `None` under a weight on a systemd host (iocost is off there unless
+    /// asked, and the light weight was measured only through cgroupfs), and for the actions
+    /// that set neither.
     pub fn lightened(&self) -> Option<Method> {
-        let Method::Cgroup(l) = self else {
-            return None;
-        };
-        let WriteControl::Weight {
-            model: Some(model),
-            fallback,
-            ..
-        } = l.write
-        else {
-            return None;
-        };
-        Some(Method::Cgroup(CgroupLimits {
-            write: WriteControl::Weight {
-                weight: LIGHT_WRITER_WEIGHT,
-                model: Some(model),
-                fallback,
+        match self {
+            Method::Cgroup(l) => match l.write {
+                WriteControl::Weight {
+                    model: Some(model),
+                    fallback,
+                    ..
+                } => Some(Method::Cgroup(CgroupLimits {
+                    write: WriteControl::Weight {
+                        weight: LIGHT_WRITER_WEIGHT,
+                        model: Some(model),
+                        fallback,
+                    },
+                    ..l.clone()
+                })),
+                WriteControl::Weight { model: None, .. } => None,
+                WriteControl::Limit(_) => Some(self.clone()),
             },
-            ..l.clone()
-        }))
+            Method::SystemdScope(l) => match l.write {
+                WriteControl::Limit(_) => Some(self.clone()),
+                WriteControl::Weight { .. } => None,
+            },
+            Method::Ioprio | Method::DryRun => None,
+        }
     }
 
     /// The iocost weight the offender's cgroup is given, where a weight holds it.
@@ -543,10 +550,11 @@ mod tests {
         assert_eq!(limit.window_closed(), None);
     }
 
-    /// Only a weight under iocost ioshield turned on (cgroupfs) is lightened: io.max, someone
-    /// else's iocost and systemd's units keep their restriction.
+    /// A weight under iocost ioshield turned on (cgroupfs) is lightened to 10; a write limit,
+    /// through cgroupfs or systemd, stays (only memory.high lightens it); someone else's iocost
+    /// and a weight on a systemd unit keep their restriction.
     #[test]
-    fn a_light_writer_gets_weight_10_and_128m_only_under_our_iocost() {
+    fn a_light_writer_gets_weight_10_under_our_iocost_and_keeps_a_write_limit() {
         let dev = DevId {
             major: 254,
             minor: 16,
@@ -592,15 +600,23 @@ mod tests {
         };
         assert_eq!(Method::Cgroup(limits(foreign)).lightened(), None);
         let limit = Method::Cgroup(limits(WriteControl::Limit(12_500_000)));
-        assert_eq!(limit.lightened(), None);
+        assert_eq!(limit.lightened(), Some(limit.clone()));
         assert_eq!(limit.weight(), None);
-        let scope = Method::SystemdScope(ScopeLimits {
-            dev,
-            device: "/dev/vdb".into(),
-            write: ours,
-            memory_high: Some(32 << 20),
-        });
-        assert_eq!(scope.lightened(), None);
+        let scope = |write| {
+            Method::SystemdScope(ScopeLimits {
+                dev,
+                device: "/dev/vdb".into(),
+                write,
+                memory_high: Some(8 << 20),
+            })
+        };
+        assert_eq!(scope(ours).lightened(), None);
+        let unit = scope(WriteControl::Limit(18_750_000));
+        let light = unit.lightened().unwrap().with_light_memory_high();
+        assert_eq!(
+            light.describe(),
+            "IOWriteBandwidthMax=/dev/vdb 18.8MB/s MemoryHigh=128M through systemd"
+        );
         assert_eq!(Method::Ioprio.lightened(), None);
     }
 

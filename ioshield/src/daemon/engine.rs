@@ -18,10 +18,7 @@ use super::{
     user_links::UserLinks,
 };
 use crate::{
-    act::{
-        Actuator, CgroupAction, Method, iocost,
-        method::{LIGHT_WRITER_WEIGHT, method_for},
-    },
+    act::{Actuator, CgroupAction, Method, iocost, method::method_for},
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
@@ -960,8 +957,10 @@ const LIGHT_SHARE: f64 = 0.5;
 /// For a writer seen light (many small files, or a speed-probe window it used too little of),
 /// `method` lightened ([`Method::lightened`]) once it dirties less than [`LIGHT_SHARE`] of the
 /// rate the disk is judged at (`bw`), and while it dirties less than `bw`; once it dirties
-/// faster it is held at weight 1 for the rest of the restriction, keeping the light writer's
-/// memory.high ([`super::speed_probe::SpeedProbe::heavy`]).
+/// faster it is held at weight 1 (or by its write limit) for the rest of the restriction,
+/// keeping the light writer's memory.high ([`super::speed_probe::SpeedProbe::heavy`]). Under a
+/// write limit (systemd hosts, `iocost = "off"`) that memory.high is all that changes, so a
+/// size the configuration sets leaves such a writer as it is.
 fn lighten(
     rt: &mut DiskRuntime,
     method: Method,
@@ -990,22 +989,34 @@ fn lighten(
         return (method, why);
     };
     let light = raise(light);
-    let lightened = rt.method.as_ref().and_then(Method::weight) == Some(LIGHT_WRITER_WEIGHT);
-    if !lightened && dirtying >= LIGHT_SHARE * bw {
+    // Under a write limit only an "auto" memory.high lightens it: nothing else to change.
+    if light == method {
+        return (method, why);
+    }
+    if !rt.speed_probe.is_lightened() && dirtying >= LIGHT_SHARE * bw {
         return (method, why);
     }
     if dirtying >= bw {
         rt.speed_probe.turned_heavy();
+        let held = match method.weight() {
+            Some(w) => format!("held at weight {w} again"),
+            None => "held by their write limit as heavy writers".into(),
+        };
         let why = format!(
-            "{why}; its writers dirty {}, not less than {}: held at weight 1 again, with the \
-             memory.high they had while light",
+            "{why}; its writers dirty {}, not less than {}: {held}, with the memory.high they \
+             had while light",
             show_rate(dirtying),
             show_rate(bw)
         );
         return (raise(method), why);
     }
+    let held = match (light.weight(), light.memory_high()) {
+        (Some(w), _) => format!("held at io.weight {w}"),
+        (None, Some(m)) => format!("memory.high {}M under their write limit", m >> 20),
+        (None, None) => "held as light writers".into(),
+    };
     let why = format!(
-        "{why}; {} and dirty {}, under {}: held at io.weight 10 while they do",
+        "{why}; {} and dirty {}, under {}: {held} while they do",
         rt.speed_probe.seen_as(),
         show_rate(dirtying),
         show_rate(bw)
@@ -1086,6 +1097,59 @@ mod tests {
         rt.method = Some(held.clone());
         let (m, _) = lighten(&mut rt, held.clone(), "held".into(), 8e6, 25e6, false);
         assert_eq!((m.weight(), m.memory_high()), (Some(10), Some(32 << 20)));
+    }
+
+    /// Under a write limit (a systemd unit's `IOWriteBandwidthMax=`) a light writer keeps its
+    /// limit and gets the light writer's memory.high; heavy again, it keeps that; with a
+    /// memory.high the configuration sets there is nothing to lighten.
+    #[test]
+    fn a_light_writer_under_a_write_limit_gets_128m_only() {
+        use crate::{
+            act::{ScopeLimits, WriteControl, method::LIGHT_WRITER_MEMORY_HIGH},
+            daemon::speed_probe::SpeedProbe,
+        };
+        let held = Method::SystemdScope(ScopeLimits {
+            dev: DevId {
+                major: 254,
+                minor: 16,
+            },
+            device: "/dev/vdb".into(),
+            write: WriteControl::Limit(18_750_000),
+            memory_high: Some(8 << 20),
+        });
+        let mut rt = DiskRuntime {
+            method: Some(held.clone()),
+            speed_probe: SpeedProbe::seen_light(),
+            ..DiskRuntime::default()
+        };
+        let tick = |rt: &mut DiskRuntime, dirtying: f64, auto: bool| {
+            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6, auto);
+            rt.method = Some(m.clone());
+            (m, why)
+        };
+        let mh = Some(LIGHT_WRITER_MEMORY_HIGH);
+        let (m, why) = tick(&mut rt, 6e6, true);
+        assert_eq!((m.write_limit(), m.memory_high()), (Some(18_750_000), mh));
+        assert!(
+            why.contains("under 25.0 MB/s: memory.high 128M under their write limit while"),
+            "{why}"
+        );
+        assert!(rt.speed_probe.is_lightened());
+        // Over half the rate, under the rate: still light (no flapping back to 8 MiB).
+        assert_eq!(tick(&mut rt, 16e6, true).0.memory_high(), mh);
+        let (m, why) = tick(&mut rt, 30e6, true);
+        assert_eq!((m.write_limit(), m.memory_high()), (Some(18_750_000), mh));
+        assert!(
+            why.contains("held by their write limit as heavy writers"),
+            "{why}"
+        );
+        assert!(rt.speed_probe.heavy());
+        // A size the configuration sets: as it was, and not counted as lightened.
+        rt.speed_probe = SpeedProbe::seen_light();
+        rt.method = Some(held.clone());
+        let (m, _) = tick(&mut rt, 6e6, false);
+        assert_eq!(m, held);
+        assert!(!rt.speed_probe.is_lightened());
     }
 
     /// The shipped configuration on a host without systemd sets up io and memory at start;

@@ -317,6 +317,11 @@ impl SpeedProbe {
         }
     }
 
+    /// Whether the writer is held as a light one now.
+    pub fn is_lightened(&self) -> bool {
+        self.light == Some(Light::Lightened)
+    }
+
     /// The writer dirtied faster than the rate it is held at: held at weight 1 again, for the
     /// rest of the restriction.
     pub fn turned_heavy(&mut self) {
