@@ -13,7 +13,6 @@ use crate::{
     config::DevicePolicy,
     detect::{
         bandwidth::Estimate,
-        company::Starving,
         policy::{Candidate, DiskState, Trigger},
     },
     display::show_rate,
@@ -42,8 +41,6 @@ pub struct DiskRuntime {
     pub writers: Vec<crate::daemon::status::WriterStatus>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
-    /// Whether the held restriction's tighter memory.high beside others starves its disk.
-    pub starving: Starving,
     /// The rate at which a probe's window showed the disk without room to spare, and when:
     /// kept across restrictions (and restarts, in the speeds file) until the disk shows more,
     /// standing for [`super::speed_probe::NO_ROOM_KEPT`].
@@ -156,7 +153,6 @@ impl DiskRuntime {
                 self.restriction = Some(id);
                 let standing = NoRoom::standing(self.no_room, SystemTime::now());
                 self.speed_probe = SpeedProbe::remembering(standing, bw);
-                self.starving = Starving::default();
                 if let Some(r) = self
                     .speed_probe
                     .remembered()
@@ -204,7 +200,6 @@ impl DiskRuntime {
             .map_or("?".into(), |c| crate::display::printable(&c));
         self.offender = None;
         self.speed_probe = SpeedProbe::default();
-        self.starving = Starving::default();
         let Some(id) = self.restriction.take() else {
             return;
         };

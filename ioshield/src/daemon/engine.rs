@@ -290,9 +290,8 @@ impl Engine {
             .filter(|(_, rt)| rt.restriction.is_some())
         {
             if let Some(delta) = sample.disks.get(&disk.id) {
-                let seconds = sample.disks_elapsed.as_secs_f64();
-                rt.speed_probe.observe(delta, seconds);
-                rt.starving.sampled(delta.written, seconds);
+                rt.speed_probe
+                    .observe(delta, sample.disks_elapsed.as_secs_f64());
             }
         }
         for (dev, identity) in &self.identities {
@@ -649,16 +648,7 @@ impl Engine {
                             let inside = |p: u32| {
                                 members.contains(&p) || live.iter().flatten().any(|m| *m == p)
                             };
-                            let judged = company(&inside);
-                            // Held at the tighter size beside others now?
-                            let tight = match &judged {
-                                Company::Beside { bytes, .. } => Some(*bytes).filter(|b| {
-                                    rt.method.as_ref().and_then(Method::memory_high) == Some(*b)
-                                }),
-                                _ => None,
-                            };
-                            rt.starving.judge(tight, inputs.held_score, bw);
-                            match with_company(method, rt.starving.apply(judged)) {
+                            match with_company(method, company(&inside)) {
                                 (method, Some(clause)) => (method, format!("{why}; {clause}")),
                                 (method, None) => (method, why),
                             }
@@ -1044,7 +1034,7 @@ fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
     let clause = company.clause().map(str::to_string);
     match company {
         Company::Beside { bytes, .. } => (method.with_memory_high_at_most(bytes), clause),
-        Company::Alone | Company::Starved { .. } | Company::Unchanged => (method, clause),
+        Company::Alone | Company::Unchanged => (method, clause),
     }
 }
 
