@@ -33,6 +33,8 @@
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
 #   DATA_MOUNT_OPTS  ext4 options for the data disk instead of the bed's, e.g. "data=writeback"
+#   LRU_GEN          the kernel's multi-gen LRU (/sys/kernel/mm/lru_gen/enabled), e.g. "n" to turn
+#                    it off (Debian's 6.12 has it on, 6.1 off); the "stall: lru_gen" line says what it is
 #   TIMELINE=1       sample /proc/vmstat (and the daemon's /proc stat/status) every 0.5 s into
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
@@ -70,6 +72,12 @@ for knob in ${BDI:-}; do
     echo "${knob#*=}" > "$f" || { echo "stall: cannot write ${knob#*=} to $f"; exit 2; }
     echo "stall: bdi ${knob%%=*} = $(cat "$f")"
 done
+# LRU_GEN: the kernel's multi-gen LRU, set before any load starts.
+if [ -n "${LRU_GEN:-}" ]; then
+    echo "$LRU_GEN" > /sys/kernel/mm/lru_gen/enabled ||
+        { echo "stall: cannot write $LRU_GEN to /sys/kernel/mm/lru_gen/enabled"; exit 2; }
+fi
+echo "stall: lru_gen enabled = $(cat /sys/kernel/mm/lru_gen/enabled 2>/dev/null || echo absent)"
 # IOCOST_MODEL, IOCOST_QOS: iocost for the data disk (the root cgroup's io.cost.model and
 # io.cost.qos, without the MAJ:MIN), set before the daemon starts: the daemon then gives an
 # offender io.weight 1 instead of an io.max limit, which leaves the disk to the offender whenever

@@ -192,8 +192,9 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
 
 /// A scenario's `;`-separated variant lines as stall.sh's environment: `bdi.KNOB = V` lines set
 /// the data disk's BDI knobs (BDI), `iocost.model = ...` and `iocost.qos = ...` its iocost
-/// (IOCOST_MODEL, IOCOST_QOS), `loads = ...` the innocent loads (LOADS), the others go into the
-/// daemon's device section (IOSHIELD_DEVICE).
+/// (IOCOST_MODEL, IOCOST_QOS), `loads = ...` the innocent loads (LOADS), `lru_gen = ...` the
+/// guest's multi-gen LRU (LRU_GEN), the others go into the daemon's device section
+/// (IOSHIELD_DEVICE).
 fn variant_env(lines: &str) -> Vec<String> {
     let (mut bdi, mut device, mut env, mut earlier) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -214,6 +215,9 @@ fn variant_env(lines: &str) -> Vec<String> {
             Some(("mount", value)) => env.push(format!("DATA_MOUNT_OPTS={value}")),
             // The innocent loads: `loads = control write multiwrite appender`.
             Some(("loads", value)) => env.push(format!("LOADS={value}")),
+            // The kernel's multi-gen LRU: `lru_gen = n` turns it off (6.12's Debian kernel has
+            // it on, 6.1's off).
+            Some(("lru_gen", value)) => env.push(format!("LRU_GEN={value}")),
             Some((key, value)) if key.starts_with("iocost.") => {
                 let name = key["iocost.".len()..].to_uppercase();
                 env.push(format!("IOCOST_{name}={value}"));
@@ -263,12 +267,13 @@ mod tests {
             super::variant_env(
                 "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
                  iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\";earlier.serial:data = 25100000;\
-                 loads = control write appender"
+                 loads = control write appender;lru_gen = n"
             ),
             [
                 "IOCOST_QOS=enable=1 min=100",
                 "BANDWIDTH=25MB/s",
                 "LOADS=control write appender",
+                "LRU_GEN=n",
                 "BDI=max_bytes=8000000 strict_limit=1",
                 "EARLIER_SPEEDS=serial:data=25100000",
                 "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",

@@ -30,8 +30,9 @@ pub struct BenchArgs {
     /// Scenarios (comma-separated or repeated); `none` is always added as the reference. A
     /// variant of the daemon's configuration is written `ioshield:TOML` with `;` between lines,
     /// e.g. `ioshield:limit = 0.8`: its lines go into the data disk's `[device]` section, but for
-    /// `bandwidth`, `bdi.KNOB`, `iocost.model`/`iocost.qos`, `earlier.IDENTITY` and `mount`
-    /// (the data disk's ext4 options, e.g. `mount = data=writeback`), which set up the guest.
+    /// `bandwidth`, `bdi.KNOB`, `iocost.model`/`iocost.qos`, `earlier.IDENTITY`, `mount` (the
+    /// data disk's ext4 options, e.g. `mount = data=writeback`) and `lru_gen` (the kernel's
+    /// multi-gen LRU, e.g. `lru_gen = n`), which set up the guest.
     #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]
     scenario: Vec<String>,
     /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file), `tar`
