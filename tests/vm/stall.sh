@@ -39,6 +39,8 @@
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
+#   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
+#                    stack), into offender-trace.txt (below)
 #   COMMIT_TRACE=1   every 20 ms (50-200 ms in practice), where the commit load and the data
 #                    disk's jbd2 thread wait (their kernel stacks) and the disk's in-flight
 #                    requests, into commit-trace.txt (below)
@@ -307,6 +309,40 @@ if [ "${COMMIT_TRACE:-0}" = 1 ]; then
     commit_sampler=$!
 fi
 
+# OFFENDER_TRACE=1: where the fixed-size job (cp, tar) sleeps. Every 50 ms one line `uptime_s
+# state wchan | stack` (its kernel stack's function names, innermost first, 8 frames) into
+# offender-trace.txt. Like COMMIT_TRACE it takes CPU from the loads: for diagnosis only.
+offender_sampler=
+if [ "${OFFENDER_TRACE:-0}" = 1 ] && [ "$OFFENDER" != load ]; then
+    job_comm=$OFFENDER
+    [ "$OFFENDER" = tarbig ] && job_comm=tar
+    (
+        pid=
+        while :; do
+            if [ -z "$pid" ] || [ ! -e "/proc/$pid" ]; then
+                pid=
+                for p in /proc/[0-9]*; do
+                    read -r c < "$p/comm" 2> /dev/null || continue
+                    [ "$c" = "$job_comm" ] && pid=${p#/proc/} && break
+                done
+            fi
+            if [ -n "$pid" ]; then
+                read -r up _ < /proc/uptime
+                read -r _ _ st _ < "/proc/$pid/stat" 2> /dev/null
+                read -r wc < "/proc/$pid/wchan" 2> /dev/null
+                out= n=0
+                while read -r _ f && [ $n -lt 8 ]; do
+                    out="$out ${f%%+*}"
+                    n=$((n + 1))
+                done < "/proc/$pid/stack" 2> /dev/null
+                echo "$up ${st:--} ${wc:--} |${out:- -}"
+            fi
+            sleep 0.05
+        done
+    ) > "$RESULTS/offender-trace.txt" &
+    offender_sampler=$!
+fi
+
 offender="ioshield-load offender --file $DATA/offender --delay ${OFFENDER_START}s \
     --duration $((OFFENDER_STOP - OFFENDER_START))s --out $RESULTS/offender.json"
 [ "$OFFENDER" = load ] || offender=job
@@ -341,6 +377,7 @@ done
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
+[ -n "$offender_sampler" ] && kill "$offender_sampler"
 
 if [ -n "$daemon" ]; then
     if [ "${BPF_STATS:-0}" = 1 ]; then
