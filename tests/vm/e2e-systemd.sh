@@ -735,23 +735,34 @@ loginctl disable-linger e2euser
 # written by dd with conv=fsync in user.slice (its time is the copy's throughput, its flush
 # included), next to ioshield-load's commit load (4 KiB + fdatasync every 100 ms) as a service
 # in system.slice. Printed as MEASURE lines; the only check is that the copy was held by weight.
-cross_slice() {
-    local label=$1 slice=${2:-user.slice} rec="$RESULTS/cross-slice-$1.json" t0 t1 commit
-    rm -f "$DATA/copy"
-    systemd-run --unit="commit-$label" /e2e/ioshield-load commit --duration 300s --dir "$DATA" \
+# beside_commit TITLE WHAT BYTES CMD...: CMD, timed, next to ioshield-load's commit load (4 KiB +
+# fdatasync every 100 ms) as a service in system.slice; prints `MEASURE TITLE: WHAT in T s (MB/s),
+# commit longest pause ...` (its record: $RESULTS/TITLE-with-dashes.json).
+beside_commit() {
+    local title=$1 what=$2 bytes=$3 name rec t0 t1 commit
+    shift 3
+    name=$(echo "$title" | tr ' ' '-')
+    rec="$RESULTS/$name.json"
+    systemd-run --unit="commit-$name" /e2e/ioshield-load commit --duration 300s --dir "$DATA" \
         --out "$rec" > /dev/null 2>&1
     sleep 3
     t0=$(now)
-    systemd-run --wait --quiet --slice="$slice" --unit="copy-$label" \
-        dd if=/dev/zero of="$DATA/copy" bs=1M count=400 conv=fsync > /dev/null 2>&1
+    "$@" > /dev/null 2>&1
     t1=$(now)
     sleep 2
-    systemctl stop "commit-$label"
+    systemctl stop "commit-$name"
     wait_for 10 test -s "$rec"
     commit=$(/e2e/ioshield-load summarize "$rec" 2>/dev/null |
         awk '$1 == "commit" { print "commit longest pause " $3 ", paused " $4 " in total, " $6 " pauses over 100 ms" }')
-    echo "MEASURE cross-slice $label: dd 400 MB in $slice in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s (%.1f MB/s)", b - a, 400 * 1.048576 / (b - a) }'), ${commit:-no commit record}" |
+    echo "MEASURE $title: $what in $(awk -v a="$t0" -v b="$t1" -v n="$bytes" 'BEGIN { printf "%.1f s (%.1f MB/s)", b - a, n / 1e6 / (b - a) }'), ${commit:-no commit record}" |
         tee -a "$CHECKS"
+}
+cross_slice() {
+    local label=$1 slice=${2:-user.slice}
+    rm -f "$DATA/copy"
+    beside_commit "cross-slice $label" "dd 400 MB in $slice" 419430400 \
+        systemd-run --wait --quiet --slice="$slice" --unit="copy-$label" \
+        dd if=/dev/zero of="$DATA/copy" bs=1M count=400 conv=fsync
     rm -f "$DATA/copy"
 }
 systemctl stop ioshield
@@ -792,24 +803,14 @@ mkdir -p /dev/shm/t/small &&
         for (i = 0; i < 8192; i++) { f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
     tar -cf "$SMALL_TAR" -C /dev/shm/t small && rm -rf /dev/shm/t
 log "untar source: $(stat -c %s "$SMALL_TAR" 2>/dev/null || echo missing) bytes in $SMALL_TAR"
-untar() {
-    local label=$1 rec="$RESULTS/untar-$1.json" t0 t1 commit
-    rm -rf "$DATA/untar" && mkdir -p "$DATA/untar" && sync
-    systemd-run --unit="commit-untar-$label" /e2e/ioshield-load commit --duration 300s \
-        --dir "$DATA" --out "$rec" > /dev/null 2>&1
-    sleep 3
-    t0=$(now)
-    systemd-run --wait --quiet --unit="untar-$label" tar -xf "$SMALL_TAR" -C "$DATA/untar" \
-        > /dev/null 2>&1
+# The untar's time includes the `sync` after it.
+untar_job() {
+    systemd-run --wait --quiet --unit="untar-$1" tar -xf "$SMALL_TAR" -C "$DATA/untar"
     sync
-    t1=$(now)
-    sleep 2
-    systemctl stop "commit-untar-$label"
-    wait_for 10 test -s "$rec"
-    commit=$(/e2e/ioshield-load summarize "$rec" 2>/dev/null |
-        awk '$1 == "commit" { print "commit longest pause " $3 ", paused " $4 " in total, " $6 " pauses over 100 ms" }')
-    echo "MEASURE untar $label: 8192 files of 32 KiB in system.slice in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f s (%.1f MB/s)", b - a, 268.435456 / (b - a) }'), ${commit:-no commit record}" |
-        tee -a "$CHECKS"
+}
+untar() {
+    rm -rf "$DATA/untar" && mkdir -p "$DATA/untar" && sync
+    beside_commit "untar $1" "8192 files of 32 KiB in system.slice" 268435456 untar_job "$1"
     rm -rf "$DATA/untar"
 }
 systemctl stop ioshield
