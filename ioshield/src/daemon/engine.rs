@@ -1010,10 +1010,13 @@ fn lighten(
         );
         return (raise(method), why);
     }
-    let held = match (light.weight(), light.memory_high()) {
-        (Some(w), _) => format!("held at io.weight {w}"),
-        (None, Some(m)) => format!("memory.high {}M under their write limit", m >> 20),
-        (None, None) => "held as light writers".into(),
+    let held = match light.weight() {
+        Some(w) => format!("held at io.weight {w}"),
+        // Under a write limit only memory.high changed (`light != method` above): it is set.
+        None => format!(
+            "memory.high {}M under their write limit",
+            light.memory_high().unwrap_or_default() >> 20
+        ),
     };
     let why = format!(
         "{why}; {} and dirty {}, under {}: {held} while they do",
