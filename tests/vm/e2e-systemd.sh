@@ -46,6 +46,11 @@ log() { echo "e2e: $*"; }
 # The daemon's journal since the unix time $1, message text only.
 journal_since() { journalctl -u ioshield -o cat --no-pager --since "@$1" 2>/dev/null; }
 journal_has() { journal_since "$1" | grep -q -- "$2"; }
+# start_ioshield SINCE: starts the daemon and waits for its probes (SINCE: unix time, taken before).
+start_ioshield() {
+    systemctl start ioshield
+    wait_for 90 journal_has "$1" "probes attached"
+}
 # latency CASE START PID [SINCE]: how long after START (unix time with fractions, taken when the
 # writer was told to write, or SINCE) the daemon logged `restrict pid PID`; a TIME line in the
 # results.
@@ -402,8 +407,7 @@ rm -f "$DATA/big"
 
 # --- a service whose main process writes: limited in place, nothing moves -------------------
 T6=$(date +%s)
-systemctl start ioshield
-wait_for 90 journal_has "$T6" "probes attached"
+start_ioshield "$T6"
 cat > "$CTL/backup.pl" <<'PERL'
 my ($file, $ctl) = @ARGV;
 open(my $f, ">", $file) or die "$file: $!";
@@ -768,8 +772,7 @@ cross_slice() {
 systemctl stop ioshield
 cross_slice without-ioshield
 T20=$(date +%s)
-systemctl start ioshield
-wait_for 90 journal_has "$T20" "probes attached"
+start_ioshield "$T20"
 cross_slice with-ioshield-iocost
 XRESTRICT=$(journal_since "$T20" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
@@ -816,8 +819,7 @@ untar() {
 systemctl stop ioshield
 untar without-ioshield
 T23=$(date +%s)
-systemctl start ioshield
-wait_for 90 journal_has "$T23" "probes attached"
+start_ioshield "$T23"
 untar with-ioshield-default
 UNTAR=$(journal_since "$T23" | grep -m1 "^restrict pid [0-9]* (tar) ")
 UNTAR_PID=$(echo "$UNTAR" | awk '{ print $3 }')
