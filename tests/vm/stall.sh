@@ -40,7 +40,9 @@
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
-#                    stack), into offender-trace.txt (below)
+#                    stack) and its cgroup's memory.current, memory.high and `high` events, into
+#                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
+#                    file_writeback and slab (reading memory.stat flushes the cgroup's counters)
 #   COMMIT_TRACE=1   every 20 ms (50-200 ms in practice), where the commit load and the data
 #                    disk's jbd2 thread wait (their kernel stacks) and the disk's in-flight
 #                    requests, into commit-trace.txt (below)
@@ -310,10 +312,11 @@ if [ "${COMMIT_TRACE:-0}" = 1 ]; then
 fi
 
 # OFFENDER_TRACE=1: where the fixed-size job (cp, tar) sleeps. Every 50 ms one line `uptime_s
-# state wchan | stack` (its kernel stack's function names, innermost first, 8 frames) into
+# state wchan | stack | cur=KiB high=BYTES high_events=N` (its kernel stack's function names,
+# innermost first, 8 frames; its cgroup's memory, KiB; =2 adds memory.stat's, KiB) into
 # offender-trace.txt. Like COMMIT_TRACE it takes CPU from the loads: for diagnosis only.
 offender_sampler=
-if [ "${OFFENDER_TRACE:-0}" = 1 ] && [ "$OFFENDER" != load ]; then
+if [ "${OFFENDER_TRACE:-0}" != 0 ] && [ "$OFFENDER" != load ]; then
     job_comm=$OFFENDER
     [ "$OFFENDER" = tarbig ] && job_comm=tar
     (
@@ -335,7 +338,16 @@ if [ "${OFFENDER_TRACE:-0}" = 1 ] && [ "$OFFENDER" != load ]; then
                     out="$out ${f%%+*}"
                     n=$((n + 1))
                 done < "/proc/$pid/stack" 2> /dev/null
-                echo "$up ${st:--} ${wc:--} |${out:- -}"
+                read -r cgl < "/proc/$pid/cgroup" 2> /dev/null
+                cgd=$CG${cgl#0::}
+                read -r cur < "$cgd/memory.current" 2> /dev/null
+                read -r hi < "$cgd/memory.high" 2> /dev/null
+                evh=$(awk '$1 == "high" {print $2}' "$cgd/memory.events" 2> /dev/null)
+                mst=
+                [ "$OFFENDER_TRACE" = 2 ] && mst=$(awk '$1 == "file" || $1 == "file_dirty" ||
+                    $1 == "file_writeback" || $1 == "slab" {printf " %s=%d", $1, $2 / 1024}' \
+                    "$cgd/memory.stat" 2> /dev/null)
+                echo "$up ${st:--} ${wc:--} |${out:- -} | cur=$((${cur:-0} / 1024)) high=${hi:--} high_events=${evh:--}$mst"
             fi
             sleep 0.05
         done

@@ -128,6 +128,11 @@ pub struct Actuator {
     /// The steps of the restriction being made.
     stopwatch: Stopwatch,
     iocost_writer: iocost_writer::IocostWriter,
+    /// Where the cgroup v2 hierarchy is mounted, looked up once: restrictions on systemd hosts
+    /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
+    v2_root: Option<PathBuf>,
+    /// The buffer those reads go to.
+    stat_buf: Vec<u8>,
 }
 
 impl Actuator {
@@ -146,6 +151,8 @@ impl Actuator {
             lingering: HashMap::new(),
             stopwatch: Stopwatch::start(),
             iocost_writer: iocost_writer::IocostWriter::start(),
+            v2_root: cgroups::v2_mount(),
+            stat_buf: Vec::new(),
         }
     }
 
@@ -362,7 +369,34 @@ impl Actuator {
             return Some(fs.abs(cg));
         }
         let cg = active.unit_cgroup.as_ref()?;
-        Some(cgroups::v2_mount()?.join(cg.strip_prefix("/").unwrap_or(cg)))
+        Some(
+            self.v2_root
+                .as_ref()?
+                .join(cg.strip_prefix("/").unwrap_or(cg)),
+        )
+    }
+
+    /// Whether one of restrictions `ids` holds its writer by `memory.high`.
+    pub fn holds_by_memory(&self, ids: impl IntoIterator<Item = u64>) -> bool {
+        ids.into_iter().any(|id| {
+            self.active
+                .get(&id)
+                .is_some_and(|a| a.method.memory_high().is_some())
+        })
+    }
+
+    /// Brings the kernel's dirty page counts of the cgroups of restrictions `ids` that hold
+    /// their writer by `memory.high` up to date (`DaemonConfig::refresh_dirty_counts` says why).
+    pub fn refresh_dirty_counts(&mut self, ids: impl IntoIterator<Item = u64>) {
+        let dirs: Vec<PathBuf> = ids
+            .into_iter()
+            .filter_map(|id| self.active.get(&id))
+            .filter(|a| a.method.memory_high().is_some())
+            .filter_map(|a| self.cgroup_dir(a))
+            .collect();
+        for dir in dirs {
+            cgroups::refresh_memory_counts(&dir, &mut self.stat_buf);
+        }
     }
 
     /// Undoes everything, shared set-up included: on exit.

@@ -10,13 +10,16 @@ use std::{
 use toml::Spanned;
 
 use super::{
-    ActionKind, Config, device::device_policy, exclude::exclude, keys::key_at, raw::RawConfig,
-    units::parse_duration_within,
+    ActionKind, Config, RefreshDirtyCounts, device::device_policy, exclude::exclude, keys::key_at,
+    raw::RawConfig, units::parse_duration_within,
 };
 
 /// `tick`: under 100 ms the daemon is a busy loop for nothing (rates move over seconds); over a
 /// minute it no longer protects anyone.
 const TICK: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(60));
+/// `refresh_dirty_counts`: each read costs a flush of the cgroup's counters; more often than
+/// every 5 ms is CPU for nothing, less often than every second no better than the kernel's 2 s.
+const REFRESH: (Duration, Duration) = (Duration::from_millis(5), Duration::from_secs(1));
 /// `tau` (and a device's `hold`, in device.rs): longer than a day is a typo.
 pub(super) const DAY: Duration = Duration::from_secs(86_400);
 
@@ -248,6 +251,19 @@ fn apply(ctx: &Ctx, raw: &RawConfig, config: &mut Config) -> Result<(), ConfigEr
     if let Some(v) = d.session_leaders {
         config.daemon.session_leaders = v;
     }
+    if let Some(v) = ctx.value(
+        &d.refresh_dirty_counts,
+        "daemon.refresh_dirty_counts",
+        |s: &String| match s.as_str() {
+            "auto" => Ok(RefreshDirtyCounts::Auto),
+            "off" => Ok(RefreshDirtyCounts::Off),
+            _ => parse_duration_within(s, REFRESH.0, REFRESH.1)
+                .map(RefreshDirtyCounts::Every)
+                .map_err(|e| format!("{e} (or \"auto\", \"off\")")),
+        },
+    )? {
+        config.daemon.refresh_dirty_counts = v;
+    }
     let more = exclude(ctx, &raw.exclude)?;
     config.exclude.comm.extend(more.comm);
     config.exclude.uid.extend(more.uid);
@@ -411,7 +427,7 @@ action = "cgroup"
             err("[daemon]\ntick = \"1s\"\nbogus = 3\n"),
             "/etc/ioshield/ioshield.toml:3: daemon.bogus: unknown field `bogus`, expected one of \
              `tick`, `tau`, `parent_factor`, `action`, `state_file`, `speeds_file`, `socket`, \
-             `session_leaders`"
+             `session_leaders`, `refresh_dirty_counts`"
         );
         assert_eq!(
             err("[device.default]\nrestrict_at = 0.5\nrelease_at = 0.6\n"),
@@ -443,6 +459,30 @@ action = "cgroup"
     }
 
     #[test]
+    fn dirty_counts_are_refreshed_every_20ms_on_kernels_that_leave_them_stale() {
+        let ms = |n| Some(Duration::from_millis(n));
+        let auto = parse("", "t").unwrap().daemon.refresh_dirty_counts;
+        assert_eq!(auto, RefreshDirtyCounts::Auto);
+        assert_eq!(auto.interval(Some((6, 12))), ms(20));
+        assert_eq!(auto.interval(Some((6, 8))), ms(20));
+        assert_eq!(auto.interval(Some((6, 1))), None);
+        assert_eq!(
+            auto.interval(None),
+            ms(20),
+            "an unknown kernel is taken as new"
+        );
+        let set = |v: &str| {
+            parse(&format!("[daemon]\nrefresh_dirty_counts = \"{v}\"\n"), "t")
+                .unwrap()
+                .daemon
+                .refresh_dirty_counts
+        };
+        assert_eq!(set("50ms").interval(Some((6, 1))), ms(50));
+        assert_eq!(set("off").interval(Some((6, 12))), None);
+        assert_eq!(set("auto"), RefreshDirtyCounts::Auto);
+    }
+
+    #[test]
     fn every_value_is_bounded_and_every_error_names_its_key() {
         let cases = [
             (
@@ -454,6 +494,14 @@ action = "cgroup"
                 "2: daemon.tick: `1ns` is not between",
             ),
             ("[daemon]\ntick = \"2m\"\n", "2: daemon.tick:"),
+            (
+                "[daemon]\nrefresh_dirty_counts = \"1ms\"\n",
+                "2: daemon.refresh_dirty_counts: `1ms` is not between 5ms and 1s (or \"auto\", \"off\")",
+            ),
+            (
+                "[daemon]\nrefresh_dirty_counts = \"never\"\n",
+                "2: daemon.refresh_dirty_counts:",
+            ),
             (
                 "[daemon]\ntau = \"99999999999999999999\"\n",
                 "2: daemon.tau:",
@@ -571,6 +619,7 @@ action = "cgroup"
             Just("speeds_file"),
             Just("socket"),
             Just("session_leaders"),
+            Just("refresh_dirty_counts"),
             Just("comm"),
             Just("uid"),
             Just("cgroup"),

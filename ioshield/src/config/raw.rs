@@ -29,6 +29,7 @@ pub(super) struct RawDaemon {
     pub(super) speeds_file: Option<Spanned<String>>,
     pub(super) socket: Option<Spanned<String>>,
     pub(super) session_leaders: Option<bool>,
+    pub(super) refresh_dirty_counts: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize, Default)]

@@ -127,6 +127,27 @@ impl Engine {
         self.config.daemon.tick
     }
 
+    /// How often the dirty counts of writers held by `memory.high` are refreshed on this
+    /// kernel; `None`: never.
+    pub fn refresh_dirty_counts(&self) -> Option<Duration> {
+        self.config
+            .daemon
+            .refresh_dirty_counts
+            .interval(crate::system::host::kernel_version())
+    }
+
+    /// The restrictions whose writer's dirty counts are refreshed: those on a disk whose speed
+    /// is known. While a disk's speed is still being found, the speed probe's steps and windows
+    /// were tuned with the kernel's own counts; refreshed there too, a copy on the 6.12 bed ran
+    /// at 1.00x instead of 0.77x but its probe window paused the committing load 0.29-0.37 s
+    /// against 0.21-0.27 s (docs/bench/dirty-counts.md).
+    pub fn dirty_counts_refreshed(&self) -> impl Iterator<Item = u64> + '_ {
+        self.disks
+            .values()
+            .filter(|rt| rt.bandwidth.is_some_and(|e| e.capacity))
+            .filter_map(|rt| rt.restriction)
+    }
+
     /// Where ioshield writes cgroupfs itself and a disk's policy may restrict by cgroup:
     /// whether its restrictions need the memory controller too (some policy sets memory.high).
     pub fn cgroup_setup(&self) -> Option<bool> {
@@ -136,12 +157,16 @@ impl Engine {
     pub fn announce(&self) {
         let d = &self.config.daemon;
         tracing::info!(
-            "ioshield daemon running: tick {:?}, tau {:?}, parent factor {}, action {:?}; cgroup \
-             action {}; config {}",
+            "ioshield daemon running: tick {:?}, tau {:?}, parent factor {}, action {:?}, dirty \
+             counts of writers held by memory.high refreshed {}; cgroup action {}; config {}",
             d.tick,
             d.tau,
             d.parent_factor,
             d.action,
+            self.refresh_dirty_counts()
+                .map_or("by the kernel alone".to_string(), |t| format!(
+                    "every {t:?} on disks of known speed"
+                )),
             status::describe_cgroup_action(&self.cgroup_action),
             self.config
                 .source

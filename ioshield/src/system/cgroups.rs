@@ -67,6 +67,17 @@ pub fn backlog(dir: &Path) -> Option<u64> {
     parse_backlog(&std::fs::read_to_string(dir.join("memory.stat")).ok()?)
 }
 
+/// Reads the `memory.stat` of the cgroup at `dir` for what the read does: the kernel brings
+/// that cgroup's counters up to date before it shows them, among them the dirty and writeback
+/// page counts its dirty throttling goes by. `false` when it cannot be read (gone).
+pub fn refresh_memory_counts(dir: &Path, buf: &mut Vec<u8>) -> bool {
+    use std::io::Read;
+    buf.clear();
+    std::fs::File::open(dir.join("memory.stat"))
+        .and_then(|mut f| f.read_to_end(buf))
+        .is_ok()
+}
+
 fn parse_backlog(stat: &str) -> Option<u64> {
     let mut found = None;
     for line in stat.lines() {

@@ -193,11 +193,11 @@ fn run_one(guest: &Guest, plan: &Plan, scenario: &str, kernel: &str, dir: &Path)
 /// A scenario's `;`-separated variant lines as stall.sh's environment: `bdi.KNOB = V` lines set
 /// the data disk's BDI knobs (BDI), `iocost.model = ...` and `iocost.qos = ...` its iocost
 /// (IOCOST_MODEL, IOCOST_QOS), `loads = ...` the innocent loads (LOADS), `lru_gen = ...` the
-/// guest's multi-gen LRU (LRU_GEN), the others go into the daemon's device section
-/// (IOSHIELD_DEVICE).
+/// guest's multi-gen LRU (LRU_GEN), `daemon.KEY = V` lines the daemon's `[daemon]` section
+/// (IOSHIELD_DAEMON), the others go into its device section (IOSHIELD_DEVICE).
 fn variant_env(lines: &str) -> Vec<String> {
-    let (mut bdi, mut device, mut env, mut earlier) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut bdi, mut device, mut env, mut earlier, mut daemon) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for line in lines.split(';').map(str::trim).filter(|l| !l.is_empty()) {
         match line.split_once('=').map(|(k, v)| (k.trim(), v.trim())) {
             Some((key, value)) if key.starts_with("bdi.") => {
@@ -208,6 +208,9 @@ fn variant_env(lines: &str) -> Vec<String> {
                 env.push(format!("BANDWIDTH={}", value.trim_matches('"')));
             }
             // A speed the daemon keeps from an earlier run: `earlier.IDENTITY = BYTES_PER_S`.
+            Some((key, value)) if key.starts_with("daemon.") => {
+                daemon.push(format!("{} = {value}", &key["daemon.".len()..]));
+            }
             Some((key, value)) if key.starts_with("earlier.") => {
                 earlier.push(format!("{}={value}", &key["earlier.".len()..]));
             }
@@ -230,6 +233,9 @@ fn variant_env(lines: &str) -> Vec<String> {
     }
     if !earlier.is_empty() {
         env.push(format!("EARLIER_SPEEDS={}", earlier.join(" ")));
+    }
+    if !daemon.is_empty() {
+        env.push(format!("IOSHIELD_DAEMON={}", daemon.join(";")));
     }
     if !device.is_empty() {
         env.push(format!("IOSHIELD_DEVICE={}", device.join(";")));
@@ -267,7 +273,7 @@ mod tests {
             super::variant_env(
                 "limit = 0.75; bdi.max_bytes = 8000000;bdi.strict_limit = 1;\
                  iocost.qos = enable=1 min=100;memory_high = \"8MiB\";bandwidth = \"25MB/s\";earlier.serial:data = 25100000;\
-                 loads = control write appender;lru_gen = n"
+                 loads = control write appender;lru_gen = n;daemon.refresh_dirty_counts = \"off\""
             ),
             [
                 "IOCOST_QOS=enable=1 min=100",
@@ -276,6 +282,7 @@ mod tests {
                 "LRU_GEN=n",
                 "BDI=max_bytes=8000000 strict_limit=1",
                 "EARLIER_SPEEDS=serial:data=25100000",
+                "IOSHIELD_DAEMON=refresh_dirty_counts = \"off\"",
                 "IOSHIELD_DEVICE=limit = 0.75;memory_high = \"8MiB\"",
             ]
         );
