@@ -69,13 +69,11 @@ pub fn backlog(dir: &Path) -> Option<u64> {
 
 /// Reads the `memory.stat` of the cgroup at `dir` for what the read does: the kernel brings
 /// that cgroup's counters up to date before it shows them, among them the dirty and writeback
-/// page counts its dirty throttling goes by. `false` when it cannot be read (gone).
-pub fn refresh_memory_counts(dir: &Path, buf: &mut Vec<u8>) -> bool {
+/// page counts its dirty throttling goes by. A cgroup that is gone has nothing to refresh.
+pub fn refresh_memory_counts(dir: &Path, buf: &mut Vec<u8>) {
     use std::io::Read;
     buf.clear();
-    std::fs::File::open(dir.join("memory.stat"))
-        .and_then(|mut f| f.read_to_end(buf))
-        .is_ok()
+    let _ = std::fs::File::open(dir.join("memory.stat")).and_then(|mut f| f.read_to_end(buf));
 }
 
 fn parse_backlog(stat: &str) -> Option<u64> {
