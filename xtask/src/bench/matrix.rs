@@ -207,10 +207,11 @@ fn variant_env(lines: &str) -> Vec<String> {
             Some(("bandwidth", value)) => {
                 env.push(format!("BANDWIDTH={}", value.trim_matches('"')));
             }
-            // A speed the daemon keeps from an earlier run: `earlier.IDENTITY = BYTES_PER_S`.
+            // A line of the daemon's `[daemon]` section: `daemon.refresh_dirty_counts = "off"`.
             Some((key, value)) if key.starts_with("daemon.") => {
                 daemon.push(format!("{} = {value}", &key["daemon.".len()..]));
             }
+            // A speed the daemon keeps from an earlier run: `earlier.IDENTITY = BYTES_PER_S`.
             Some((key, value)) if key.starts_with("earlier.") => {
                 earlier.push(format!("{}={value}", &key["earlier.".len()..]));
             }
