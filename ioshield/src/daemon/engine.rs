@@ -139,8 +139,8 @@ impl Engine {
     /// The restrictions whose writer's dirty counts are refreshed: those on a disk whose speed
     /// is known. While a disk's speed is still being found, the speed probe's steps and windows
     /// were tuned with the kernel's own counts; refreshed there too, a copy on the 6.12 bed ran
-    /// at 1.00x instead of 0.77x but its probe window paused the committing load 0.29-0.37 s
-    /// against 0.21-0.27 s (docs/bench/dirty-counts.md).
+    /// at 0.96x instead of 0.77x but the committing load paused 0.38 s against 0.31 s, the
+    /// longest pauses in the probe's window (docs/bench/dirty-counts.md, one bench).
     pub fn dirty_counts_refreshed(&self) -> impl Iterator<Item = u64> + '_ {
         self.disks
             .values()
