@@ -573,9 +573,10 @@ fn tightened_beside_others(run: &Path, held: &Result<Pauses>) -> Result<String> 
 }
 
 /// What a writer held at 8 MiB beside others dirties at least (the disk writes 25-27 MB/s of
-/// the configured 30): paced by its cgroup's dirty pages it keeps the disk busy, where memory.high's
-/// reclaim penalty held it to 12 MB/s on 6.12 until the daemon refreshed its dirty counts
-/// (`refresh_dirty_counts`, docs/bench/dirty-counts.md).
+/// the configured 30): paced by its cgroup's dirty pages it keeps the disk busy (29 MB/s in
+/// this check on both kernels), where memory.high's reclaim penalty held it to 12-16 MB/s on
+/// 6.12 until the daemon refreshed its dirty counts (`refresh_dirty_counts`,
+/// docs/bench/dirty-counts.md).
 const MIN_HELD_BESIDE_OTHERS_MB_S: f64 = 18.0;
 
 /// The daemon's first restriction in a stall run held the offender by iocost weight.
