@@ -4,6 +4,7 @@ mod backlog_guard;
 pub mod cgroup;
 mod cgroup_moves;
 mod demote;
+mod dirty_count_refresher;
 pub mod identity;
 pub mod iocost;
 mod iocost_writer;
@@ -20,6 +21,7 @@ mod units;
 use std::{
     collections::{HashMap, HashSet},
     path::{Path, PathBuf},
+    time::Duration,
 };
 
 use anyhow::{Result, anyhow};
@@ -131,8 +133,7 @@ pub struct Actuator {
     /// Where the cgroup v2 hierarchy is mounted, looked up once: restrictions on systemd hosts
     /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
     v2_root: Option<PathBuf>,
-    /// The buffer those reads go to.
-    stat_buf: Vec<u8>,
+    dirty_counts: dirty_count_refresher::DirtyCountRefresher,
 }
 
 impl Actuator {
@@ -152,7 +153,7 @@ impl Actuator {
             stopwatch: Stopwatch::start(),
             iocost_writer: iocost_writer::IocostWriter::start(),
             v2_root: cgroups::v2_mount(),
-            stat_buf: Vec::new(),
+            dirty_counts: dirty_count_refresher::DirtyCountRefresher::start(),
         }
     }
 
@@ -302,6 +303,7 @@ impl Actuator {
     }
 
     pub async fn release(&mut self, id: u64) -> UndoReport {
+        self.dirty_counts.forget(id);
         let Some(active) = self.active.remove(&id) else {
             return UndoReport::default();
         };
@@ -376,27 +378,24 @@ impl Actuator {
         )
     }
 
-    /// Whether one of restrictions `ids` holds its writer by `memory.high`.
-    pub fn holds_by_memory(&self, ids: impl IntoIterator<Item = u64>) -> bool {
-        ids.into_iter().any(|id| {
-            self.active
-                .get(&id)
-                .is_some_and(|a| a.method.memory_high().is_some())
-        })
-    }
-
-    /// Brings the kernel's dirty page counts of the cgroups of restrictions `ids` that hold
-    /// their writer by `memory.high` up to date (`DaemonConfig::refresh_dirty_counts` says why).
-    pub fn refresh_dirty_counts(&mut self, ids: impl IntoIterator<Item = u64>) {
-        let dirs: Vec<PathBuf> = ids
+    /// Has the kernel's dirty page counts of the cgroups of restrictions `ids` that hold their
+    /// writer by `memory.high` refreshed every `every` from now on, and of no other
+    /// (`DaemonConfig::refresh_dirty_counts` says why).
+    pub fn refresh_dirty_counts(
+        &mut self,
+        every: Option<Duration>,
+        ids: impl IntoIterator<Item = u64>,
+    ) {
+        let mut dirs: Vec<(u64, PathBuf)> = ids
             .into_iter()
-            .filter_map(|id| self.active.get(&id))
-            .filter(|a| a.method.memory_high().is_some())
-            .filter_map(|a| self.cgroup_dir(a))
+            .filter_map(|id| {
+                let a = self.active.get(&id)?;
+                a.method.memory_high()?;
+                Some((id, self.cgroup_dir(a)?))
+            })
             .collect();
-        for dir in dirs {
-            cgroups::refresh_memory_counts(&dir, &mut self.stat_buf);
-        }
+        dirs.sort();
+        self.dirty_counts.set(every, &dirs);
     }
 
     /// Undoes everything, shared set-up included: on exit.

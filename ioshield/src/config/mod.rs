@@ -165,7 +165,9 @@ pub enum RefreshDirtyCounts {
 impl RefreshDirtyCounts {
     /// On the 30 MB/s bed (6.12, a copy held at 8 MiB beside the loads) every 20 ms kept the
     /// copy at 1.07x and the committing load's longest pause at 0.13 s against 0.49x and 0.27 s
-    /// without; 10 ms: 1.09x and 0.07 s for 1.5 times the CPU; 50 ms: 0.93x and 0.16 s.
+    /// without; 10 ms: 1.09x and 0.07 s for 1.5 times the CPU; 50 ms: 0.93x and 0.16 s. With
+    /// the reads on a thread of their own, 20 ms took the daemon from 1.1% to 2.7% of a vCPU
+    /// over that bench, 10 ms to 3.3% (stop 45).
     pub const AUTO: Duration = Duration::from_millis(20);
     /// The first kernel whose `mem_cgroup_wb_stats` rate-limits its flush.
     const RATE_LIMITED_FROM: (u32, u32) = (6, 8);

@@ -14,7 +14,7 @@ mod speeds;
 pub mod status;
 mod user_links;
 
-use std::{path::PathBuf, sync::Arc, time::Duration};
+use std::{path::PathBuf, sync::Arc};
 
 use anyhow::{Context as _, Result};
 use tokio::signal::unix::{SignalKind, signal};
@@ -104,11 +104,12 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
 
     let mut ticker = tokio::time::interval(engine.tick());
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut refresh = Refresh::new(engine.refresh_dirty_counts());
     // With WatchdogSec= systemd restarts a daemon whose ticks stopped (a hung call, a deadlock):
     // the restart's recovery then undoes what it had changed.
     let watchdog = sd_notify::watchdog_enabled().is_some();
     let mut said = String::new();
+    // Read from the kernel's version once: `auto` depends on it.
+    let mut refresh_every = engine.refresh_dirty_counts();
     let result = loop {
         tokio::select! {
             batch = next_bursts(&mut bursts) => {
@@ -139,20 +140,15 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                     let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
                 }
             }
-            _ = refresh.tick(),
-                if refresh.on() && actuator.holds_by_memory(engine.dirty_counts_refreshed()) =>
-            {
-                actuator.refresh_dirty_counts(engine.dirty_counts_refreshed());
-            }
             _ = sighup.recv() => {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Reloading]);
                 match Config::load(config_path.as_deref()) {
                     Ok(new) => {
                         let tick = new.daemon.tick;
                         engine.reconfigure(new, &tree);
+                        refresh_every = engine.refresh_dirty_counts();
                         ticker = tokio::time::interval(tick);
                         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                        refresh = Refresh::new(engine.refresh_dirty_counts());
                         tracing::info!("configuration reloaded");
                     }
                     Err(e) => tracing::error!("configuration not reloaded, keeping the old one: {e}"),
@@ -162,6 +158,8 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
             _ = sigterm.recv() => break Ok(()),
             _ = sigint.recv() => break Ok(()),
         }
+        // Restrictions are made and released, and disks measured, only in the branches above.
+        actuator.refresh_dirty_counts(refresh_every, engine.dirty_counts_refreshed());
     };
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     engine.save_speeds();
@@ -192,33 +190,6 @@ fn log_undo(what: &str, r: &UndoReport) {
     }
     for e in &r.errors {
         tracing::warn!("{e}");
-    }
-}
-
-/// The timer of `DaemonConfig::refresh_dirty_counts`.
-struct Refresh(Option<tokio::time::Interval>);
-
-impl Refresh {
-    fn new(every: Option<Duration>) -> Refresh {
-        Refresh(every.map(|d| {
-            let mut i = tokio::time::interval(d);
-            // A late refresh is as good as one on time; catching up would only add reads.
-            i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            i
-        }))
-    }
-
-    fn on(&self) -> bool {
-        self.0.is_some()
-    }
-
-    async fn tick(&mut self) {
-        match &mut self.0 {
-            Some(i) => {
-                i.tick().await;
-            }
-            None => std::future::pending().await,
-        }
     }
 }
 

@@ -67,13 +67,36 @@ pub fn backlog(dir: &Path) -> Option<u64> {
     parse_backlog(&std::fs::read_to_string(dir.join("memory.stat")).ok()?)
 }
 
-/// Reads the `memory.stat` of the cgroup at `dir` for what the read does: the kernel brings
+/// A cgroup's `memory.stat`, kept open and read again for what the read does: the kernel brings
 /// that cgroup's counters up to date before it shows them, among them the dirty and writeback
-/// page counts its dirty throttling goes by. A cgroup that is gone has nothing to refresh.
-pub fn refresh_memory_counts(dir: &Path, buf: &mut Vec<u8>) {
-    use std::io::Read;
-    buf.clear();
-    let _ = std::fs::File::open(dir.join("memory.stat")).and_then(|mut f| f.read_to_end(buf));
+/// page counts its dirty throttling goes by. Kept open because the daemon reads it every few
+/// milliseconds: in the emulated bench guest a read at offset 0 of the open file took 200-250 us
+/// of CPU, opening, reading and closing it 650-700 us (docs/bench/dirty-counts.md).
+#[derive(Debug)]
+pub struct MemoryCounts {
+    file: std::fs::File,
+    dir: PathBuf,
+}
+
+impl MemoryCounts {
+    pub fn open(dir: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            file: std::fs::File::open(dir.join("memory.stat"))?,
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The cgroup whose counters this refreshes.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Has the kernel refresh the counters; an error once the cgroup is gone. Each read at
+    /// offset 0 has the kernel show the file anew, so `buf` need not hold all of it.
+    pub fn refresh(&self, buf: &mut [u8]) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.file.read_at(buf, 0).map(drop)
+    }
 }
 
 fn parse_backlog(stat: &str) -> Option<u64> {
