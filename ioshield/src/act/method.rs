@@ -227,6 +227,12 @@ impl Method {
         )
     }
 
+    /// Whether the offender is held under iocost ioshield turned on for a disk it has not
+    /// measured, at a rate held fixed (not left to the kernel's latency control).
+    pub fn holds_rate(&self) -> bool {
+        matches!(self.vrate(), Some(iocost::Vrate::Held { .. }))
+    }
+
     /// How iocost ioshield turned on sets the disk's rate, if it holds the offender.
     pub fn vrate(&self) -> Option<iocost::Vrate> {
         self.iocost_model().map(|m| m.vrate)
@@ -536,10 +542,12 @@ mod tests {
             memory_high: None,
         });
         let window = held.clone().listening();
+        assert!(held.holds_rate() && !window.holds_rate());
         assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
         assert_eq!(window.window_closed(), Some(held.clone()));
         assert_eq!(held.window_closed(), None);
         let forced = held.clone().listening().with_rate_at_least(40_000_000);
+        assert!(!forced.holds_rate());
         assert_eq!(forced.rate_range(), Some((40_000_000, 40_000_000)));
         assert_eq!(forced.window_closed(), None);
         let limit = Method::Cgroup(CgroupLimits {
