@@ -169,7 +169,7 @@ impl Engine {
             d.action,
             self.refresh_dirty_counts()
                 .map_or("by the kernel alone".to_string(), |t| format!(
-                    "every {t:?} on disks of known speed"
+                    "every {t:?} on disks of known speed or held at the judged one"
                 )),
             status::describe_cgroup_action(&self.cgroup_action),
             self.config
@@ -1110,17 +1110,20 @@ mod tests {
     #[test]
     fn a_rate_held_at_the_judged_speed_counts_as_the_disks() {
         use crate::act::{CgroupLimits, WriteControl, iocost::Model};
-        let held = Method::Cgroup(CgroupLimits {
-            dev: DevId {
-                major: 254,
-                minor: 16,
-            },
-            write: WriteControl::Weight {
-                weight: 1,
-                model: Some(Model::held(25_000_000)),
-                fallback: 12_500_000,
-            },
-            memory_high: Some(32 << 20),
+        let limits = |write| {
+            Method::Cgroup(CgroupLimits {
+                dev: DevId {
+                    major: 254,
+                    minor: 16,
+                },
+                write,
+                memory_high: Some(32 << 20),
+            })
+        };
+        let held = limits(WriteControl::Weight {
+            weight: 1,
+            model: Some(Model::held(25_000_000)),
+            fallback: 12_500_000,
         });
         let assumed = Estimate::ASSUMED;
         assert!(held_speed(assumed, &held).capacity);
@@ -1129,14 +1132,7 @@ mod tests {
         let forced = window.with_rate_at_least(40_000_000);
         assert!(!held_speed(assumed, &forced).capacity);
         // Where ioshield does not hold the rate (io.max, a systemd host), only a measurement.
-        let limit = Method::Cgroup(CgroupLimits {
-            dev: DevId {
-                major: 254,
-                minor: 16,
-            },
-            write: WriteControl::Limit(12_500_000),
-            memory_high: Some(32 << 20),
-        });
+        let limit = limits(WriteControl::Limit(12_500_000));
         assert!(!held_speed(assumed, &limit).capacity);
         let known = Estimate {
             capacity: true,
