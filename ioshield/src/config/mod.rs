@@ -144,8 +144,9 @@ pub struct DaemonConfig {
     pub session_leaders: bool,
     /// How often the daemon reads the `memory.stat` of a writer it holds by `memory.high` on a
     /// disk whose speed is known, or whose rate iocost holds at the judged speed (this setting
-    /// also decides where that counts as the disk's: `daemon::engine::held_speed`). The read brings the kernel's counts of that cgroup's dirty
-    /// pages up to date, and the kernel's dirty throttling of the writer goes by them: kernels
+    /// also decides where that counts as the disk's: `daemon::engine::held_speed`). The read
+    /// brings the kernel's counts of that cgroup's dirty pages up to date, and the kernel's
+    /// dirty throttling of the writer goes by them: kernels
     /// from 2024 on (6.12, not 6.1) refresh them there only about every 2 s
     /// (`mem_cgroup_wb_stats` rate-limits its flush), so a writer held to a few MiB dirties all
     /// of it unseen and is held by memory.high's reclaim penalty instead, which leaves the disk

@@ -57,6 +57,8 @@ const MODEL_MATCH_EVERY: Duration = Duration::from_secs(10);
 
 pub struct Engine {
     config: Config,
+    /// This kernel's version, read once: `refresh_dirty_counts`' `auto` goes by it on every tick.
+    kernel: Option<(u32, u32)>,
     cgroup_action: Result<CgroupAction, String>,
     rates: Rates,
     bandwidth: BandwidthEstimator,
@@ -92,6 +94,7 @@ impl Engine {
     ) -> Self {
         let speeds = SpeedFile::load(&config.daemon.speeds_file);
         let mut e = Self {
+            kernel: crate::system::host::kernel_version(),
             rates: Rates::new(config.daemon.tau),
             eligibility: Eligibility::new(
                 config.exclude.clone(),
@@ -133,7 +136,7 @@ impl Engine {
         self.config
             .daemon
             .refresh_dirty_counts
-            .interval(crate::system::host::kernel_version())
+            .interval(self.kernel)
     }
 
     /// The restrictions whose writer's dirty counts are refreshed: those on a disk whose speed

@@ -108,8 +108,6 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // the restart's recovery then undoes what it had changed.
     let watchdog = sd_notify::watchdog_enabled().is_some();
     let mut said = String::new();
-    // Read from the kernel's version once: `auto` depends on it.
-    let mut refresh_every = engine.refresh_dirty_counts();
     let result = loop {
         tokio::select! {
             batch = next_bursts(&mut bursts) => {
@@ -146,7 +144,6 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                     Ok(new) => {
                         let tick = new.daemon.tick;
                         engine.reconfigure(new, &tree);
-                        refresh_every = engine.refresh_dirty_counts();
                         ticker = tokio::time::interval(tick);
                         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                         tracing::info!("configuration reloaded");
@@ -159,7 +156,10 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
             _ = sigint.recv() => break Ok(()),
         }
         // Restrictions are made and released, and disks measured, only in the branches above.
-        actuator.refresh_dirty_counts(refresh_every, engine.dirty_counts_refreshed());
+        actuator.refresh_dirty_counts(
+            engine.refresh_dirty_counts(),
+            engine.dirty_counts_refreshed(),
+        );
     };
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
     engine.save_speeds();
