@@ -13,7 +13,7 @@ use std::{
     time::{Duration, Instant, SystemTime},
 };
 
-use super::speed_probe::{NoRoom, same_rate};
+use super::speed_probe::{NoRoom, covered_by_no_room};
 use crate::detect::bandwidth::Kept;
 
 /// In front of a disk's identity: the value is a lower bound of its speed. Identities start
@@ -106,7 +106,7 @@ impl SpeedFile {
         if matches!(kept, Kept::Speed(_))
             || self
                 .no_room(identity)
-                .is_some_and(|n| v > n.rate && !same_rate(v, n.rate))
+                .is_some_and(|n| v > n.rate && !covered_by_no_room(v, n.rate))
         {
             self.set_no_room(identity, None);
         }
@@ -264,11 +264,14 @@ mod tests {
         // Neither the disk's speed nor its lower bound.
         assert_eq!(f.get("serial:stick"), Some(Kept::AtLeast(20e6)));
         assert_eq!(f.no_room("serial:other"), None);
-        // A lower bound above the rate contradicts it (not one the probe takes for the same
-        // rate); a measured speed makes it moot.
-        f.set("serial:stick", Kept::AtLeast(26e6));
+        // A lower bound a quarter above the rate contradicts it (the step a window's room
+        // would have taken), one under that does not (the bed's held writer showed 26.9 MB/s
+        // under an answer at 25); a measured speed makes it moot.
+        f.set("serial:stick", Kept::AtLeast(26.9e6));
         assert_eq!(f.no_room("serial:stick"), Some(answer(25e6)));
-        f.set("serial:stick", Kept::AtLeast(30e6));
+        f.set("serial:stick", Kept::AtLeast(31e6));
+        assert_eq!(f.no_room("serial:stick"), Some(answer(25e6)));
+        f.set("serial:stick", Kept::AtLeast(31.25e6));
         assert_eq!(f.no_room("serial:stick"), None);
         f.set_no_room("serial:stick", Some(answer(25e6)));
         f.set("serial:stick", Kept::Speed(24e6));
