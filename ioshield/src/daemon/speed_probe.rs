@@ -603,6 +603,7 @@ mod tests {
                 &DiskDelta {
                     written: mbps * MB,
                     write_ms: (queued * 1000.0) as u64,
+                    in_flight: 1,
                 },
                 1.0,
             );

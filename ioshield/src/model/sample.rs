@@ -73,6 +73,8 @@ pub struct DiskDelta {
     pub written: u64,
     /// Milliseconds writes spent in flight, summed over requests.
     pub write_ms: u64,
+    /// Requests in flight when the span ended.
+    pub in_flight: u64,
 }
 
 impl DiskDelta {

@@ -151,6 +151,7 @@ impl Probe {
                 let delta = DiskDelta {
                     written: c.written_bytes.saturating_sub(before.written_bytes),
                     write_ms: c.write_ms.saturating_sub(before.write_ms),
+                    in_flight: c.in_flight,
                 };
                 (*dev, delta)
             })
