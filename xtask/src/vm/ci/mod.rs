@@ -486,8 +486,6 @@ fn lightened(run: &Path) -> Result<String> {
     Ok(excerpt(line, SMALL_FILES, "while they do").to_string())
 }
 
-/// The highest rate a window's line says the kernel's latency control may set, bytes/s:
-/// "...setting the rate between 6.2MB/s and 26.5MB/s)".
 /// Whether the daemon's "no room" answer at `answer` bytes/s stands for a restriction at, or a
 /// lower bound of, `rate` (the daemon's `speed_probe::covered_by_no_room`).
 fn covered_by_no_room(rate: f64, answer: f64) -> bool {
@@ -502,6 +500,8 @@ fn rate_after(line: &str, from: &str) -> Option<f64> {
     mb.parse::<f64>().ok().map(|v| v * 1e6)
 }
 
+/// The highest rate a window's line says the kernel's latency control may set, bytes/s:
+/// "...setting the rate between 6.2MB/s and 26.5MB/s)".
 fn window_top(line: &str) -> Option<f64> {
     let (_, rest) = line.split_once("setting the rate between ")?;
     let (_, top) = rest.split_once(" and ")?;
