@@ -272,13 +272,6 @@ impl BandwidthEstimator {
             return;
         }
         let backlog = p.bytes > 0 && (queued >= QUEUED || self.held_by_the_disk(dev, rate, queued));
-        if backlog && p.drained && self.counts_in_flight.contains(&dev) {
-            // Its queue drained within it and the disk idled for the rest: its average is not
-            // the disk's speed. Nor did the backlog end where the queue did (a writer asleep
-            // under the forced rate); the next period tells.
-            tracing::debug!(disk = %dev, bytes = p.bytes, writes_queued = queued, "disk period: the queue drained");
-            return;
-        }
         tracing::debug!(
             disk = %dev,
             bytes = p.bytes,
@@ -289,6 +282,12 @@ impl BandwidthEstimator {
             drained = p.drained,
             "disk period"
         );
+        if backlog && p.drained && self.counts_in_flight.contains(&dev) {
+            // Its queue drained within it and the disk idled for the rest: its average is not
+            // the disk's speed. Nor did the backlog end where the queue did (a writer asleep
+            // under the forced rate); the next period tells.
+            return;
+        }
         if backlog {
             self.unqueued.remove(&dev);
             let before = match self.learned.get(&dev) {
