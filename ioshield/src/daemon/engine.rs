@@ -326,11 +326,7 @@ impl Engine {
                     .observe(delta, sample.disks_elapsed.as_secs_f64());
             }
         }
-        for (dev, identity) in &self.identities {
-            if let (Some(identity), Some(kept)) = (identity, self.bandwidth.worth_keeping(*dev)) {
-                self.speeds.set(identity, kept);
-            }
-        }
+        self.keep_speeds();
         self.speeds.save(false);
         // The global dirty + writeback memory, not the bdi's own figure: before 6.10 debugfs
         // counts only the root cgroup's writeback there, which reads near zero when every
@@ -656,6 +652,17 @@ impl Engine {
                         calm_for.as_secs_f64()
                     )
                 };
+                if let Some(rate) = rt.speed_probe.room_proven()
+                    && self.bandwidth.room_shown(disk.id, rate)
+                {
+                    tracing::info!(
+                        "{}: at least {}: the speed probe held that rate, forced for the room the \
+                         disk showed, without the disk showing its speed; later restrictions there \
+                         start from it",
+                        disk.label(),
+                        show_rate(rate)
+                    );
+                }
                 rt.release(disk, root, why, tree, &mut fx).await;
             }
             None => {
@@ -924,9 +931,25 @@ impl Engine {
         }
     }
 
-    /// Writes the measured disk speeds now (on exit).
+    /// Writes the measured disk speeds now (on exit). The room a restriction still held had
+    /// shown counts as at its release: a daemon stopped under a long writer keeps it too.
     pub fn save_speeds(&mut self) {
+        for (disk, rt) in &self.disks {
+            if let Some(rate) = rt.speed_probe.room_proven() {
+                self.bandwidth.room_shown(disk.id, rate);
+            }
+        }
+        self.keep_speeds();
         self.speeds.save(true);
+    }
+
+    /// What the disks' speeds file is to keep of each disk with an identity.
+    fn keep_speeds(&mut self) {
+        for (dev, identity) in &self.identities {
+            if let (Some(identity), Some(kept)) = (identity, self.bandwidth.worth_keeping(*dev)) {
+                self.speeds.set(identity, kept);
+            }
+        }
     }
 
     pub fn socket(&self) -> &std::path::Path {

@@ -230,6 +230,9 @@ pub struct SpeedProbe {
     remembered: bool,
     /// Whether a step found room to spare.
     room: bool,
+    /// The highest rate forced since a step found room that then held for a whole step
+    /// without the disk showing its speed: see [`SpeedProbe::room_proven`].
+    room_held: Option<f64>,
     /// What the windows (or the files it writes) showed of the writer: see [`Light`].
     light: Option<Light>,
     /// Why it was seen light, for the daemon's log.
@@ -276,6 +279,20 @@ impl SpeedProbe {
             return Some(Room::Spare);
         }
         self.no_room.filter(|_| !self.remembered).map(Room::NoneAt)
+    }
+
+    /// The highest rate this restriction forced after a step showed room to spare that then
+    /// held for a whole step without the disk showing its speed, if any: a lower bound of the
+    /// disk's speed ([`crate::detect::bandwidth::BandwidthEstimator::room_shown`]).
+    ///
+    /// Not the rate the room step forced: a window shows room the 30 MB/s disk does not have
+    /// now and then, and the forced rate then measures the disk within seconds, but a copy may
+    /// end before that. Kept as a lower bound (50 MB/s) that disk was never measured again on
+    /// 6.12 (held at the bound, under the model's memory.high, the writer queues too little),
+    /// and the committing load paused 0.30 and 1.62 s against 0.28-0.31 s (2 runs,
+    /// docs/bench/room-floor.md).
+    pub fn room_proven(&self) -> Option<f64> {
+        self.room_held
     }
 
     /// Whether the writer may be held as one that dirties less than its rate: a window saw it
@@ -466,6 +483,11 @@ impl SpeedProbe {
         // under the kernel's latency control, or under the forced rate, which is, tells.
         let judged = std::mem::take(&mut self.listening) || self.forced.is_some();
         self.steps += 1;
+        // A step is taken only while the disk is not measured: the forced rate held for a
+        // whole one without the disk showing its speed.
+        if let Some(held) = self.forced.filter(|_| self.room).map(|f| f as f64) {
+            self.room_held = Some(self.room_held.map_or(held, |r| r.max(held)));
+        }
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
         // that moved it) until the rate was forced.
@@ -694,6 +716,7 @@ mod tests {
         assert_eq!(first.room_shown(), None);
         listened(&mut first, 0, 19, 0.39).unwrap();
         assert_eq!(first.room_shown(), Some(Room::NoneAt(25e6)));
+        assert_eq!(first.room_proven(), None);
         // Too little used: no answer to keep.
         let mut idle = SpeedProbe::default();
         listened(&mut idle, 0, 10, 0.39).unwrap();
@@ -894,10 +917,12 @@ mod tests {
             memory_high(&m),
             Some((100e6 * policy().max_flush_seconds) as u64)
         );
+        assert_eq!(p.room_proven(), Some(50e6), "50 MB/s held for a step");
         // 150 MB/s of busy speed at 100 MB/s: half of it is no step of its own.
         run(&mut p, 5, 100, 0.67);
         let (m, _) = assumed(&mut p, at(10)).unwrap();
         assert_eq!(m.rate_range(), Some((125_000_000, 125_000_000)));
+        assert_eq!(p.room_proven(), Some(100e6));
         // A writer held by memory.high uses part of the forced rate: no room shown.
         let mut held = SpeedProbe::default();
         let (m, _) = listened(&mut held, 0, 20, 0.11).unwrap();
@@ -906,6 +931,7 @@ mod tests {
         let (m, why) = assumed(&mut held, at(5)).unwrap();
         assert_eq!(m.rate_range(), Some((62_500_000, 62_500_000)));
         assert!(why.contains("a quarter more"), "{why}");
+        assert_eq!(held.room_proven(), Some(50e6));
         // Room may show at the second window only (6.12's writer at first used less).
         let mut late = SpeedProbe::default();
         let (m, _) = listened(&mut late, 0, 14, 0.1).unwrap();

@@ -145,6 +145,9 @@ enum Source {
     Queued,
     /// A floor from periods without a queue.
     Floor,
+    /// A floor from the speed probe: a rate it held for the room the disk showed
+    /// ([`BandwidthEstimator::room_shown`]).
+    Room,
     /// A floor above a speed measured under a backlog (now or earlier): the disk proved faster
     /// than measured, so this is still a figure for what it can do, not only a lower bound.
     Above,
@@ -346,9 +349,32 @@ impl BandwidthEstimator {
     /// the disk's capacity it would become the iocost model that holds every writer to it.
     pub fn worth_keeping(&self, dev: DevId) -> Option<Kept> {
         match *self.learned.get(&dev)? {
-            (v, Source::Floor | Source::EarlierFloor) => Some(Kept::AtLeast(v)),
+            (v, Source::Floor | Source::Room | Source::EarlierFloor) => Some(Kept::AtLeast(v)),
             (v, _) => Some(Kept::Speed(v)),
         }
+    }
+
+    /// A restriction's speed probe held the disk's rate forced at `rate` for the room it showed,
+    /// and the disk did not show its speed (`SpeedProbe::room_proven`): a lower bound for the
+    /// restrictions after it, which start from there instead of the assumed speed. From the
+    /// assumed speed every copy to the bed's 150 MB/s disk was held at 25 MB/s for its first
+    /// 10 s and forced no further than the copy lasted: never measured, each copy paid again
+    /// (0.31x of its speed on 6.12, 0.39x on 6.1; from 50 MB/s 0.52x and 0.66x, the committing
+    /// load's pauses shorter too, docs/bench/room-floor.md). Given at the restriction's
+    /// release, not at the step: judged at the forced rate, the disk could no longer show that
+    /// it completes less than the rate control lets it ([`Self::held_by_the_disk`]). A disk
+    /// measured under a backlog keeps its measurement. Whether the disk is judged at `rate`
+    /// now.
+    pub fn room_shown(&mut self, dev: DevId, rate: f64) -> bool {
+        let raises = match self.learned.get(&dev) {
+            None => rate > UNMEASURED,
+            Some(&(v, Source::Floor | Source::Room | Source::EarlierFloor)) => rate > v,
+            Some(_) => false,
+        };
+        if raises {
+            self.learned.insert(dev, (rate, Source::Room));
+        }
+        raises
     }
 
     /// Starts from what an earlier run learned; the first measurement replaces it.
@@ -386,6 +412,7 @@ impl BandwidthEstimator {
                 source: match source {
                     Source::Earlier => "measured in an earlier run",
                     Source::Floor => "at least what it wrote for 5 s without a backlog",
+                    Source::Room => "at least the rate a speed probe held for the room it showed",
                     Source::EarlierFloor => {
                         "at least what it wrote for 5 s without a backlog in an earlier run"
                     }
@@ -395,7 +422,7 @@ impl BandwidthEstimator {
                     Source::Queued => "measured under a backlog",
                 },
                 measured: true,
-                capacity: !matches!(source, Source::Floor | Source::EarlierFloor),
+                capacity: !matches!(source, Source::Floor | Source::Room | Source::EarlierFloor),
             },
             _ => Estimate::ASSUMED,
         }
@@ -734,6 +761,49 @@ mod tests {
             });
         }
         assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
+    }
+
+    #[test]
+    fn room_a_speed_probe_showed_is_a_lower_bound_until_the_disk_is_measured() {
+        let mut e = BandwidthEstimator::default();
+        // Room for no more than the assumed speed says nothing.
+        assert!(!e.room_shown(DEV, 20e6));
+        assert_eq!(measured(&e), None);
+        assert!(e.room_shown(DEV, 50e6));
+        assert_eq!(
+            measured(&e),
+            Some((
+                50e6,
+                "at least the rate a speed probe held for the room it showed"
+            ))
+        );
+        assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::AtLeast(50e6)));
+        // A later restriction's room raises it; less room does not lower it.
+        assert!(!e.room_shown(DEV, 40e6));
+        assert!(e.room_shown(DEV, 100e6));
+        assert_eq!(e.learned(DEV), Some(100e6));
+        // A faster stretch without a backlog raises it as it raises any floor.
+        for _ in 0..5 {
+            e.observe(&second(110_000_000, 0.6));
+        }
+        assert_eq!(e.worth_keeping(DEV), Some(Kept::AtLeast(110e6)));
+        // Measured under a backlog (a step forced past the disk's speed): the measurement
+        // stands, whatever room a step showed before it.
+        e.observe(&backlog(30_000_000));
+        e.observe(&backlog(30_000_000));
+        assert!(!e.room_shown(DEV, 125e6));
+        assert_eq!(measured(&e), Some((30e6, "measured under a backlog")));
+        // So does a speed from an earlier run.
+        let mut earlier = BandwidthEstimator::default();
+        earlier.seed(DEV, Kept::Speed(30e6));
+        assert!(!earlier.room_shown(DEV, 50e6));
+        assert_eq!(earlier.learned(DEV), Some(30e6));
+        // A floor kept from an earlier run is raised.
+        let mut floor = BandwidthEstimator::default();
+        floor.seed(DEV, Kept::AtLeast(50e6));
+        assert!(floor.room_shown(DEV, 100e6));
+        assert_eq!(floor.worth_keeping(DEV), Some(Kept::AtLeast(100e6)));
     }
 
     #[test]
