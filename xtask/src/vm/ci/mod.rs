@@ -205,7 +205,8 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 )
                 .and_then(|p| {
                     let probe = forced_by_room(&dir.join(name))?;
-                    Ok(format!("{probe}; {}", p.line()))
+                    let kept = room_kept(&dir.join(name), &probe)?;
+                    Ok(format!("{probe}; {kept}; {}", p.line()))
                 })
             };
             let fast = fast_run("ioshield-fast").or_else(|first| {
@@ -306,6 +307,47 @@ fn forced_by_room(run: &Path) -> Result<String> {
         );
     };
     Ok(excerpt(line, "not measured after", "room to spare)").to_string())
+}
+
+/// The rate a probe step forced because the disk showed room, bytes/s, from its line: "...
+/// the rate held at 50.0 MB/s at least (it wrote ...: room to spare)".
+fn room_rate(line: &str) -> Option<f64> {
+    let (before, _) = line.split_once(" MB/s at least (it wrote")?;
+    let (_, mb) = before.rsplit_once("the rate held at ")?;
+    mb.parse::<f64>().ok().map(|v| v * 1e6)
+}
+
+/// The rate a step forced for the room the disk showed (`room`, its line), held through the
+/// next step without the disk showing its speed, is what the daemon kept of the disk when it
+/// stopped: a lower bound at least that rate in its speeds file, from which the next
+/// restriction starts (`SpeedProbe::room_proven`). A disk measured meanwhile keeps its speed
+/// instead.
+fn room_kept(run: &Path, room: &str) -> Result<String> {
+    let Some(rate) = room_rate(room) else {
+        bail!("no forced rate in the room step: {room}");
+    };
+    let file = run.join("results/disks.json");
+    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    let kept: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a map of rates: {text}", file.display()))?;
+    if let Some((k, v)) = kept.iter().find(|(k, _)| k.starts_with("serial:")) {
+        return Ok(format!(
+            "not applicable: the disk was measured ({k} = {:.1} MB/s)",
+            v / 1e6
+        ));
+    }
+    // The step's line shows the rate to 0.1 MB/s.
+    match kept.iter().find(|(k, _)| k.starts_with("at-least:")) {
+        Some((k, v)) if *v >= rate - 0.05e6 => Ok(format!(
+            "kept {k} = {:.1} MB/s (room shown for {:.1})",
+            v / 1e6,
+            rate / 1e6
+        )),
+        _ => bail!(
+            "room shown for {:.1} MB/s, but the speeds file kept no lower bound that high: {text}",
+            rate / 1e6
+        ),
+    }
 }
 
 /// After a speed-probe window in which the disk showed no room, the restriction asks no other
@@ -806,6 +848,40 @@ mod tests {
         assert!(
             e.contains("no step with room to spare") && e.contains("restrict pid 140"),
             "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The room check reads the step's forced rate, also from a line whose restriction names
+    /// its rate too, and wants a lower bound at least that high kept, unless the disk was
+    /// measured.
+    #[test]
+    fn room_shown_is_kept_as_a_lower_bound() {
+        let step = "2026-11-28T01:26:15Z  INFO retune pid 236 on /dev/vda: io.weight=1 (iocost             on, disk not measured: modelled at 25.0MB/s, the rate held at 53.2MB/s)             memory.high=51M (the disk's speed is only known to be at least 26.7 MB/s after 15s:             the rate held at 53.5 MB/s at least (it wrote 21.2 MB/s with 0.09 writes in flight:             room to spare), raised every 5s until the disk shows its speed) pid=236";
+        assert_eq!(super::room_rate(step), Some(53.5e6));
+        assert_eq!(
+            super::room_rate("the rate held at 25.0 MB/s (it wrote"),
+            None
+        );
+        let dir = run_dir("room-kept");
+        let kept = dir.join("results/disks.json");
+        let check = |json: &str| {
+            std::fs::write(&kept, json).unwrap();
+            super::room_kept(&dir, step).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap(),
+            "kept at-least:serial:data = 53.5 MB/s (room shown for 53.5)"
+        );
+        assert!(check(r#"{"at-least:serial:data": 107000000.0}"#).is_ok());
+        // The held writer's own bound, below the room: the room was not kept.
+        let e = check(r#"{"at-least:serial:data": 26740158.2}"#).unwrap_err();
+        assert!(e.contains("room shown for 53.5 MB/s"), "{e}");
+        assert!(check("{}").is_err());
+        assert!(
+            check(r#"{"serial:data": 80000000.0}"#)
+                .unwrap()
+                .starts_with("not applicable: the disk was measured")
         );
         std::fs::remove_dir_all(&dir).unwrap();
     }
