@@ -12,7 +12,7 @@ use super::{
     guard::{BacklogGuards, Wanted},
     metrics::Metrics,
     ratelimit::RateLimit,
-    speed_probe::{NoRoom, Room},
+    speed_probe::{NoRoom, Room, SpeedProbe},
     speeds::SpeedFile,
     status::{self, Status},
     user_links::UserLinks,
@@ -652,17 +652,7 @@ impl Engine {
                         calm_for.as_secs_f64()
                     )
                 };
-                if let Some(rate) = rt.speed_probe.room_proven()
-                    && self.bandwidth.room_shown(disk.id, rate)
-                {
-                    tracing::info!(
-                        "{}: at least {}: the speed probe held that rate, forced for the room the \
-                         disk showed, without the disk showing its speed; later restrictions there \
-                         start from it",
-                        disk.label(),
-                        show_rate(rate)
-                    );
-                }
+                keep_room_proven(&mut self.bandwidth, disk, &rt.speed_probe);
                 rt.release(disk, root, why, tree, &mut fx).await;
             }
             None => {
@@ -935,9 +925,7 @@ impl Engine {
     /// shown counts as at its release: a daemon stopped under a long writer keeps it too.
     pub fn save_speeds(&mut self) {
         for (disk, rt) in &self.disks {
-            if let Some(rate) = rt.speed_probe.room_proven() {
-                self.bandwidth.room_shown(disk.id, rate);
-            }
+            keep_room_proven(&mut self.bandwidth, disk, &rt.speed_probe);
         }
         self.keep_speeds();
         self.speeds.save(true);
@@ -974,6 +962,24 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
     }
     Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
 }
+
+/// Gives the estimator the lower bound a restriction's speed probe proved
+/// ([`SpeedProbe::room_proven`]), saying so when it raises the disk's.
+fn keep_room_proven(bandwidth: &mut BandwidthEstimator, disk: &Disk, probe: &SpeedProbe) {
+    if let Some(rate) = probe.room_proven()
+        && bandwidth.room_shown(disk.id, rate)
+    {
+        tracing::info!(
+            "{}: at least {}: {ROOM_PROVEN}; later restrictions there start from it",
+            disk.label(),
+            show_rate(rate)
+        );
+    }
+}
+
+/// How the daemon's log says a speed probe proved a lower bound (the vm ci check looks for it).
+const ROOM_PROVEN: &str = "the speed probe held that rate, forced for the room the disk showed, \
+                           without the disk showing its speed";
 
 /// Keeps what the disk's speed probe showed of its room for the restrictions after this one
 /// (and, under its identity, in the speeds file), saying so when that changes.

@@ -326,28 +326,51 @@ fn room_kept(run: &Path, room: &str) -> Result<String> {
     let Some(rate) = room_rate(room) else {
         bail!("no forced rate in the room step: {room}");
     };
-    let file = run.join("results/disks.json");
-    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let kept: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a map of rates: {text}", file.display()))?;
+    let kept = kept_speeds(run)?;
     if let Some((k, v)) = kept.iter().find(|(k, _)| k.starts_with("serial:")) {
         return Ok(format!(
             "not applicable: the disk was measured ({k} = {:.1} MB/s)",
             v / 1e6
         ));
     }
+    // The held writer's own lower bound may be as high: the daemon must say the bound is the
+    // probe's.
+    let Some(proven) = daemon_log(run)?
+        .lines()
+        .find(|l| l.contains(ROOM_PROVEN))
+        .map(str::to_string)
+    else {
+        bail!(
+            "room shown for {:.1} MB/s, but the daemon never kept a rate the probe held: {kept:?}",
+            rate / 1e6
+        );
+    };
     // The step's line shows the rate to 0.1 MB/s.
     match kept.iter().find(|(k, _)| k.starts_with("at-least:")) {
         Some((k, v)) if *v >= rate - 0.05e6 => Ok(format!(
-            "kept {k} = {:.1} MB/s (room shown for {:.1})",
+            "kept {k} = {:.1} MB/s (room shown for {:.1}; {})",
             v / 1e6,
-            rate / 1e6
+            rate / 1e6,
+            excerpt(&proven, "at least ", ROOM_PROVEN)
         )),
         _ => bail!(
-            "room shown for {:.1} MB/s, but the speeds file kept no lower bound that high: {text}",
+            "room shown for {:.1} MB/s, but the speeds file kept no lower bound that high: \
+             {kept:?}",
             rate / 1e6
         ),
     }
+}
+
+/// How the daemon says a rate its speed probe forced for the disk's room is kept as a lower
+/// bound (`engine::keep_room_proven`).
+const ROOM_PROVEN: &str = "the speed probe held that rate, forced for the room the disk showed";
+
+/// What a stall run's daemon kept in its speeds file (`results/disks.json`), by key.
+fn kept_speeds(run: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
+    let file = run.join("results/disks.json");
+    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a map of rates: {text}", file.display()))
 }
 
 /// After a speed-probe window in which the disk showed no room, the restriction asks no other
@@ -439,11 +462,7 @@ const BED_NO_ROOM: &str = "no-room:serial:data=25000000";
 /// The first "no room" rate the daemon of a stall run kept in its speeds file
 /// (`results/disks.json`), as `IDENTITY=BYTES_PER_S`.
 fn kept_no_room(run: &Path) -> Result<Option<String>> {
-    let file = run.join("results/disks.json");
-    let text = fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-    let kept: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
-        .with_context(|| format!("{}: not a map of rates: {text}", file.display()))?;
-    Ok(kept
+    Ok(kept_speeds(run)?
         .iter()
         .find(|(k, _)| k.starts_with("no-room:"))
         .map(|(k, v)| format!("{k}={v:.0}")))
@@ -857,7 +876,11 @@ mod tests {
     /// measured.
     #[test]
     fn room_shown_is_kept_as_a_lower_bound() {
-        let step = "2026-11-28T01:26:15Z  INFO retune pid 236 on /dev/vda: io.weight=1 (iocost             on, disk not measured: modelled at 25.0MB/s, the rate held at 53.2MB/s)             memory.high=51M (the disk's speed is only known to be at least 26.7 MB/s after 15s:             the rate held at 53.5 MB/s at least (it wrote 21.2 MB/s with 0.09 writes in flight:             room to spare), raised every 5s until the disk shows its speed) pid=236";
+        let step = "2026-11-28T01:26:15Z  INFO retune pid 236 on /dev/vda: io.weight=1 (iocost \
+            on, disk not measured: modelled at 25.0MB/s, the rate held at 53.2MB/s) \
+            memory.high=51M (the disk's speed is only known to be at least 26.7 MB/s after 15s: \
+            the rate held at 53.5 MB/s at least (it wrote 21.2 MB/s with 0.09 writes in flight: \
+            room to spare), raised every 5s until the disk shows its speed) pid=236";
         assert_eq!(super::room_rate(step), Some(53.5e6));
         assert_eq!(
             super::room_rate("the rate held at 25.0 MB/s (it wrote"),
@@ -865,13 +888,23 @@ mod tests {
         );
         let dir = run_dir("room-kept");
         let kept = dir.join("results/disks.json");
+        let log = dir.join("results/daemon.log");
         let check = |json: &str| {
             std::fs::write(&kept, json).unwrap();
             super::room_kept(&dir, step).map_err(|e| e.to_string())
         };
+        // A bound as high, but not the probe's: the daemon did not say it kept the room.
+        std::fs::write(&log, format!("{step}\n")).unwrap();
+        let e = check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap_err();
+        assert!(e.contains("never kept a rate the probe held"), "{e}");
+        let proven = "2026-11-28T01:26:17Z  INFO /dev/vda: at least 53.5 MB/s: the speed probe \
+            held that rate, forced for the room the disk showed, without the disk showing its \
+            speed; later restrictions there start from it\n";
+        std::fs::write(&log, format!("{step}\n{proven}")).unwrap();
         assert_eq!(
             check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap(),
-            "kept at-least:serial:data = 53.5 MB/s (room shown for 53.5)"
+            "kept at-least:serial:data = 53.5 MB/s (room shown for 53.5; at least 53.5 MB/s: the \
+             speed probe held that rate, forced for the room the disk showed)"
         );
         assert!(check(r#"{"at-least:serial:data": 107000000.0}"#).is_ok());
         // The held writer's own bound, below the room: the room was not kept.
