@@ -4,7 +4,7 @@
 //!
 //! A JSON object of bytes per second by disk identity (`"serial:data": 30100000.0`); a lower
 //! bound (what the disk wrote without a backlog: a short copy held under a restriction never
-//! shows more) is kept under the identity with [`AT_LEAST`] in front, so that an older daemon
+//! shows more; or a rate the speed probe forced for the disk's room and held) is kept under the identity with [`AT_LEAST`] in front, so that an older daemon
 //! reading the file ignores it instead of taking it for the disk's speed; the rate at which a
 //! speed probe's window showed the disk without room to spare, under [`NO_ROOM`].
 use std::{

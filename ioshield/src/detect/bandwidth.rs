@@ -413,9 +413,7 @@ impl BandwidthEstimator {
                     Source::Earlier => "measured in an earlier run",
                     Source::Floor => "at least what it wrote for 5 s without a backlog",
                     Source::Room => "at least the rate a speed probe held for the room it showed",
-                    Source::EarlierFloor => {
-                        "at least what it wrote for 5 s without a backlog in an earlier run"
-                    }
+                    Source::EarlierFloor => "at least what an earlier run showed",
                     Source::Above => {
                         "what it wrote for 5 s without a backlog, above its measured speed"
                     }
@@ -878,10 +876,7 @@ mod tests {
         e.seed(DEV, Kept::AtLeast(80e6));
         assert_eq!(
             measured(&e),
-            Some((
-                80e6,
-                "at least what it wrote for 5 s without a backlog in an earlier run"
-            ))
+            Some((80e6, "at least what an earlier run showed"))
         );
         assert!(!e.estimate(DEV, Bandwidth::Auto).capacity, "a lower bound");
         assert_eq!(e.worth_keeping(DEV), Some(Kept::AtLeast(80e6)));
