@@ -287,9 +287,9 @@ impl SpeedProbe {
     ///
     /// Not the rate the room step forced: a window shows room the 30 MB/s disk does not have
     /// now and then, and the forced rate then measures the disk within seconds, but a copy may
-    /// end before that. Kept as a lower bound (50 MB/s) that disk was never measured again on
-    /// 6.12 (held at the bound, under the model's memory.high, the writer queues too little),
-    /// and the committing load paused 0.30 and 1.62 s against 0.28-0.31 s (2 runs,
+    /// end before that. Kept as a lower bound (50 MB/s), it costs the next copy there until
+    /// the disk is measured under it (2.1-4.4 s in): the committing load paused 0.52-0.79 s
+    /// on 6.1 and 0.19-0.32 s on 6.12, against 0.19-0.31 s without the bound (3 runs each,
     /// docs/bench/room-floor.md).
     pub fn room_proven(&self) -> Option<f64> {
         self.room_held
