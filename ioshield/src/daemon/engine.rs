@@ -978,8 +978,8 @@ fn keep_room_proven(bandwidth: &mut BandwidthEstimator, disk: &Disk, probe: &Spe
 }
 
 /// How the daemon's log says a speed probe proved a lower bound (the vm ci check looks for it).
-const ROOM_PROVEN: &str = "the speed probe held that rate, forced for the room the disk showed, \
-                           without the disk showing its speed";
+const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed, \
+                           and the disk did not show its speed under it";
 
 /// Keeps what the disk's speed probe showed of its room for the restrictions after this one
 /// (and, under its identity, in the speeds file), saying so when that changes.

@@ -317,11 +317,10 @@ fn room_rate(line: &str) -> Option<f64> {
     mb.parse::<f64>().ok().map(|v| v * 1e6)
 }
 
-/// The rate a step forced for the room the disk showed (`room`, its line), held through the
-/// next step without the disk showing its speed, is what the daemon kept of the disk when it
-/// stopped: a lower bound at least that rate in its speeds file, from which the next
-/// restriction starts (`SpeedProbe::room_proven`). A disk measured meanwhile keeps its speed
-/// instead.
+/// The rate a step forced for the room the disk showed (`room`, its line), without the disk
+/// showing its speed under it, is what the daemon kept of the disk when it stopped: a lower
+/// bound at least that rate in its speeds file, from which the next restriction starts
+/// (`SpeedProbe::room_proven`). A disk measured meanwhile keeps its speed instead.
 fn room_kept(run: &Path, room: &str) -> Result<String> {
     let Some(rate) = room_rate(room) else {
         bail!("no forced rate in the room step: {room}");
@@ -341,7 +340,7 @@ fn room_kept(run: &Path, room: &str) -> Result<String> {
         .map(str::to_string)
     else {
         bail!(
-            "room shown for {:.1} MB/s, but the daemon never kept a rate the probe held: {kept:?}",
+            "room shown for {:.1} MB/s, but the daemon never kept a rate the probe forced: {kept:?}",
             rate / 1e6
         );
     };
@@ -363,7 +362,7 @@ fn room_kept(run: &Path, room: &str) -> Result<String> {
 
 /// How the daemon says a rate its speed probe forced for the disk's room is kept as a lower
 /// bound (`engine::keep_room_proven`).
-const ROOM_PROVEN: &str = "the speed probe held that rate, forced for the room the disk showed";
+const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed";
 
 /// What a stall run's daemon kept in its speeds file (`results/disks.json`), by key.
 fn kept_speeds(run: &Path) -> Result<std::collections::BTreeMap<String, f64>> {
@@ -896,15 +895,15 @@ mod tests {
         // A bound as high, but not the probe's: the daemon did not say it kept the room.
         std::fs::write(&log, format!("{step}\n")).unwrap();
         let e = check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap_err();
-        assert!(e.contains("never kept a rate the probe held"), "{e}");
+        assert!(e.contains("never kept a rate the probe forced"), "{e}");
         let proven = "2026-11-28T01:26:17Z  INFO /dev/vda: at least 53.5 MB/s: the speed probe \
-            held that rate, forced for the room the disk showed, without the disk showing its \
-            speed; later restrictions there start from it\n";
+            forced that rate for the room the disk showed, and the disk did not show its speed \
+            under it; later restrictions there start from it\n";
         std::fs::write(&log, format!("{step}\n{proven}")).unwrap();
         assert_eq!(
             check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap(),
             "kept at-least:serial:data = 53.5 MB/s (room shown for 53.5; at least 53.5 MB/s: the \
-             speed probe held that rate, forced for the room the disk showed)"
+             speed probe forced that rate for the room the disk showed)"
         );
         assert!(check(r#"{"at-least:serial:data": 107000000.0}"#).is_ok());
         // The held writer's own bound, below the room: the room was not kept.
