@@ -233,7 +233,7 @@ pub struct SpeedProbe {
     /// The highest rate a step forced for the room the disk showed, or forced after one and
     /// then held for a whole step without the disk showing its speed: see
     /// [`SpeedProbe::room_proven`].
-    room_held: Option<f64>,
+    room_bound: Option<f64>,
     /// What the windows (or the files it writes) showed of the writer: see [`Light`].
     light: Option<Light>,
     /// Why it was seen light, for the daemon's log.
@@ -297,7 +297,7 @@ impl SpeedProbe {
     /// docs/bench/room-floor.md). A quarter more was not shown by the disk: it counts once it
     /// held.
     pub fn room_proven(&self) -> Option<f64> {
-        self.room_held
+        self.room_bound
     }
 
     /// Whether the writer may be held as one that dirties less than its rate: a window saw it
@@ -483,6 +483,11 @@ impl SpeedProbe {
         (method.listening(), why)
     }
 
+    /// `rate` is a lower bound of the disk's speed ([`SpeedProbe::room_proven`]).
+    fn bound_room_at(&mut self, rate: f64) {
+        self.room_bound = Some(self.room_bound.map_or(rate, |r| r.max(rate)));
+    }
+
     fn take_step(&mut self, bw: f64, held: Duration) {
         // Under the held rate's short slices every disk looks roomy ([`LISTEN`]): only a window
         // under the kernel's latency control, or under the forced rate, which is, tells.
@@ -490,8 +495,8 @@ impl SpeedProbe {
         self.steps += 1;
         // A step is taken only while the disk is not measured: the forced rate held for a
         // whole one without the disk showing its speed.
-        if let Some(held) = self.forced.filter(|_| self.room).map(|f| f as f64) {
-            self.room_held = Some(self.room_held.map_or(held, |r| r.max(held)));
+        if let Some(forced) = self.forced.filter(|_| self.room) {
+            self.bound_room_at(forced as f64);
         }
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
@@ -515,7 +520,7 @@ impl SpeedProbe {
             Some(next) => {
                 self.seen = format!("{seen}: room to spare");
                 self.room = true;
-                self.room_held = Some(self.room_held.map_or(next, |r| r.max(next)));
+                self.bound_room_at(next);
                 Some(next)
             }
             // Forced before 30 s only by room: a disk that had room once goes on a quarter at a
