@@ -39,6 +39,8 @@
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
+#   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
+#                    into psi.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
 #                    stack) and its cgroup's memory.current, memory.high and `high` events, into
 #                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
@@ -237,6 +239,22 @@ if [ "${IOCOST_TRACE:-0}" = 1 ]; then
     iocost_sampler=$!
 fi
 
+# PSI_TRACE=1: every 0.25 s, the cumulative io stall of the machine (/proc/pressure/io) and of the
+# session cgroup, where the innocent loads stay while a restricted offender is moved out, in
+# microseconds, into psi.txt: `uptime_s some_total full_total session_some_total session_full_total`.
+if [ "${PSI_TRACE:-0}" = 1 ]; then
+    (
+        totals() {
+            awk '{for (i = 2; i <= NF; i++) if ($i ~ /^total=/) {sub(/total=/, "", $i); printf "%s ", $i}}' "$1"
+        }
+        while :; do
+            echo "$(cut -d' ' -f1 /proc/uptime) $(totals /proc/pressure/io)$(totals "$CG/session/io.pressure")"
+            sleep 0.25
+        done
+    ) > "$RESULTS/psi.txt" &
+    psi_sampler=$!
+fi
+
 # A fixed-size job run as the offender, recorded like the load generator's offender: its size,
 # its start and the moment its data was on the disk.
 job() {
@@ -388,6 +406,7 @@ done
 
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
+[ -n "$psi_sampler" ] && kill "$psi_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
 [ -n "$offender_sampler" ] && kill "$offender_sampler"
 
