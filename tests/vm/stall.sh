@@ -159,7 +159,7 @@ case $OFFENDER in
 esac
 
 daemon=
-sampler= iocost_sampler=
+sampler= iocost_sampler= psi_sampler=
 left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
