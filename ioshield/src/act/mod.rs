@@ -365,6 +365,20 @@ impl Actuator {
         cgroups::backlog(&self.cgroup_dir(self.active.get(&id)?)?)
     }
 
+    /// The cgroups beside every restriction's (absolute paths): the rest of the machine, whose
+    /// I/O stalls tell what the restrictions cost it. Empty without a cgroup v2 hierarchy.
+    pub fn others(&self) -> Vec<PathBuf> {
+        let Some(root) = self.v2_root.as_ref() else {
+            return Vec::new();
+        };
+        let held: Vec<PathBuf> = self
+            .active
+            .values()
+            .filter_map(|a| self.cgroup_dir(a))
+            .collect();
+        cgroups::apart_from(root, &held)
+    }
+
     /// The absolute path of the cgroup a restriction holds its processes in, if any.
     fn cgroup_dir(&self, active: &Active) -> Option<PathBuf> {
         if let (Some(fs), Some(cg)) = (&self.cgroupfs, &active.cgroup) {

@@ -7,4 +7,5 @@ pub mod eligibility;
 pub mod file_sizes;
 pub mod offender;
 pub mod policy;
+pub mod pressure;
 pub mod rates;

@@ -196,6 +196,36 @@ fn parse_proc_cgroup(text: &str) -> Option<PathBuf> {
         .map(PathBuf::from)
 }
 
+/// The largest cgroups under `root` that hold none of the cgroups `held` (absolute paths): the
+/// rest of the machine beside them, whose pressure tells what holding them costs everyone else.
+/// A cgroup above a held one is not taken whole (its pressure counts the held writer's waits):
+/// its other children are, a level further down.
+pub fn apart_from(root: &Path, held: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    collect_apart(root, held, &mut out);
+    out
+}
+
+fn collect_apart(dir: &Path, held: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for child in entries.flatten() {
+        if !child.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let child = child.path();
+        if held.contains(&child) {
+            continue;
+        }
+        if held.iter().any(|h| h.starts_with(&child)) {
+            collect_apart(&child, held, out);
+        } else {
+            out.push(child);
+        }
+    }
+}
+
 fn read_words(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .map(|s| s.split_whitespace().map(String::from).collect())
@@ -204,6 +234,39 @@ fn read_words(path: &Path) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_cgroups_apart_from_the_held_ones_are_the_largest_that_hold_none() {
+        let root = tempfile::tempdir().unwrap();
+        let r = root.path();
+        for d in [
+            "system.slice/backup.service",
+            "system.slice/db.service",
+            "user.slice/user-1000.slice/session-2.scope",
+            "init.scope",
+            "ioshield/held-1",
+            "ioshield/held-2",
+        ] {
+            std::fs::create_dir_all(r.join(d)).unwrap();
+        }
+        std::fs::write(r.join("system.slice/io.pressure"), "").unwrap();
+        let held = [
+            r.join("system.slice/backup.service"),
+            r.join("ioshield/held-1"),
+        ];
+        let mut apart = apart_from(r, &held);
+        apart.sort();
+        let want: Vec<PathBuf> = [
+            "init.scope",
+            "ioshield/held-2",
+            "system.slice/db.service",
+            "user.slice",
+        ]
+        .iter()
+        .map(|d| r.join(d))
+        .collect();
+        assert_eq!(apart, want);
+    }
+
     use super::*;
 
     #[test]

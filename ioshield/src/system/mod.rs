@@ -7,5 +7,6 @@ pub mod devices;
 pub mod diskstats;
 pub mod host;
 pub mod kernel;
+pub mod pressure;
 pub mod procfs;
 pub mod vmstat;
