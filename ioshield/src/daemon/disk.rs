@@ -14,6 +14,7 @@ use crate::{
     detect::{
         bandwidth::Estimate,
         policy::{Candidate, DiskState, Trigger},
+        pressure::OthersStall,
     },
     display::show_rate,
     model::tree::ProcessTree,
@@ -49,6 +50,9 @@ pub struct DiskRuntime {
     pub drain: Option<crate::detect::drain::Drain>,
     /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
     pub model_matched: Option<(f64, Instant)>,
+    /// How long the cgroups beside the restriction waited on I/O, heard while its speed probe
+    /// asks ([`SpeedProbe::hears_others`]).
+    pub others: OthersStall,
 }
 
 /// What carrying out a decision touches besides the disk itself.

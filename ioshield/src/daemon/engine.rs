@@ -35,6 +35,7 @@ use crate::{
     system::{
         cgroups,
         devices::{self, DevId, Devices, Disk},
+        pressure,
     },
 };
 
@@ -666,7 +667,12 @@ impl Engine {
                     // speed, a step at a time, held by memory.high throughout.
                     let held = rt.offender.as_ref().map(|o| o.since.elapsed());
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
-                        rt.speed_probe.step(method.clone(), estimate, &policy, held)
+                        hear_others(disk, rt, fx.actuator);
+                        let probed = rt.speed_probe.step(method.clone(), estimate, &policy, held);
+                        // A step that forced the rate up starts what the others are heard
+                        // against.
+                        hear_others(disk, rt, fx.actuator);
+                        probed
                     });
                     let identity = self.identities.get(&disk.id).and_then(Option::as_deref);
                     keep_room_shown(disk, rt, identity, &mut self.speeds);
@@ -961,6 +967,34 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
         return None;
     }
     Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
+}
+
+/// Hears how long the cgroups beside the restrictions waited on I/O while the disk's speed
+/// probe asks ([`SpeedProbe::hears_others`]), and has it take back the step that forced the
+/// rate up for room when they waited too long: the window's room was not the disk's.
+fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
+    if !rt.speed_probe.hears_others() {
+        rt.others.reset();
+        return;
+    }
+    let totals = pressure::io_some_totals(&actuator.others());
+    let Some(stall) = rt.others.observe(Instant::now(), totals) else {
+        return;
+    };
+    let most = stall
+        .cgroup
+        .as_ref()
+        .map_or_else(|| "none".to_string(), |c| c.display().to_string());
+    // A target of its own, for the bench to log without the engine's other debug lines.
+    tracing::debug!(
+        target: "ioshield::others",
+        "{}: others waited on I/O {:.0}% of the time (most: {most})",
+        disk.label(),
+        stall.share * 100.0
+    );
+    if let Some(why) = rt.speed_probe.others_stalled(stall.share) {
+        tracing::info!("{}: {why} ({most} waited most)", disk.label());
+    }
 }
 
 /// Gives the estimator the lower bound a restriction's speed probe proved

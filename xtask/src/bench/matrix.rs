@@ -100,8 +100,13 @@ impl Plan {
         env.push(format!("ORACLE_WBPS={}", self.disk_bps * 2 / 3));
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
-            // Every period the disk's speed is judged over, with why it counted or not.
-            env.push("IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug".to_string());
+            // Every period the disk's speed is judged over, with why it counted or not, and how
+            // long the cgroups beside a restriction waited on I/O while its speed probe heard
+            // them.
+            env.push(
+                "IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug,ioshield::others=debug"
+                    .to_string(),
+            );
         }
         if let Some(lines) = lines {
             env.extend(variant_env(lines));
