@@ -32,6 +32,8 @@
 #                    the daemon keeps what it learns in results/disks.json
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
+#   CONTROLLERS      controllers for the root cgroup's children, set before any load, e.g.
+#                    "+io +memory" (what the daemon sets up at start; below)
 #   DATA_MOUNT_OPTS  ext4 options for the data disk instead of the bed's, e.g. "data=writeback"
 #   LRU_GEN          the kernel's multi-gen LRU (/sys/kernel/mm/lru_gen/enabled), e.g. "n" to turn
 #                    it off (Debian's 6.12 has it on, 6.1 off); the "stall: lru_gen" line says what it is
@@ -95,6 +97,12 @@ if [ -n "${IOCOST_MODEL:-}${IOCOST_QOS:-}" ]; then
     echo "stall: iocost model: $(grep "^$DEVNUM" "$CG/io.cost.model")"
     echo "stall: iocost qos: $(grep "^$DEVNUM" "$CG/io.cost.qos")"
 fi
+# CONTROLLERS: controllers to enable for the root cgroup's children before any load starts, e.g.
+# "+io +memory" (what the daemon enables at start), to tell its set-up from what it does after.
+for c in ${CONTROLLERS:-}; do
+    echo "$c" > "$CG/cgroup.subtree_control" || { echo "stall: cannot enable $c"; exit 2; }
+done
+[ -n "${CONTROLLERS:-}" ] && echo "stall: root cgroup's children get: $(cat "$CG/cgroup.subtree_control")"
 # The data disk's dirty limits as found (after BDI above), to check that the daemon's backlog
 # guard (max_dirty) puts them back.
 bdi_knobs() {
