@@ -977,8 +977,14 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
         rt.others.reset();
         return;
     }
+    // Read again only when a reading would say something: the engine hears the others before
+    // and after each step of the same tick.
+    let now = Instant::now();
+    if !rt.others.due(now) {
+        return;
+    }
     let totals = pressure::io_some_totals(&actuator.others());
-    let Some(stall) = rt.others.observe(Instant::now(), totals) else {
+    let Some(stall) = rt.others.observe(now, totals) else {
         return;
     };
     let most = stall

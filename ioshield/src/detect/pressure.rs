@@ -31,6 +31,14 @@ impl OthersStall {
         self.base = None;
     }
 
+    /// Whether a sample at `now` would be judged or start afresh: one under [`MIN_SPAN`] after
+    /// the last judged one says nothing, and need not be read.
+    pub fn due(&self, now: Instant) -> bool {
+        self.base
+            .as_ref()
+            .is_none_or(|(at, _)| now.saturating_duration_since(*at) >= MIN_SPAN)
+    }
+
     /// The worst stall since the last judged sample, given the cgroups' "some" totals (in
     /// microseconds) at `now`; `None` for the first sample and under [`MIN_SPAN`] after the last
     /// judged one. A cgroup not in both samples (made or removed between them) says nothing.
@@ -72,8 +80,10 @@ mod tests {
         assert_eq!(s.observe(t0, totals(&[("/a", 100), ("/b", 0)])), None);
         // Under the shortest span: nothing judged, and the base stays.
         let early = t0 + Duration::from_millis(100);
+        assert!(!s.due(early));
         assert_eq!(s.observe(early, totals(&[("/a", 50_100)])), None);
         let t1 = t0 + Duration::from_secs(1);
+        assert!(s.due(t1));
         let got = s
             .observe(
                 t1,
@@ -95,6 +105,7 @@ mod tests {
             }
         );
         s.reset();
+        assert!(s.due(t2));
         assert_eq!(s.observe(t2, totals(&[("/a", 1)])), None);
     }
 }
