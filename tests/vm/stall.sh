@@ -41,6 +41,7 @@
 #                    timeline.txt: `uptime_s nr_dirty nr_writeback daemon_ticks daemon_rss_kb`
 #   IOCOST_TRACE=1   sample the data disk's iocost rate (root io.stat cost.vrate) and write counters
 #                    every 0.5 s into iocost.txt (below)
+#   DISK_TRACE=1     every 0.25 s, the data disk's write counters into disk.txt (below)
 #   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
 #                    into psi.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
@@ -167,7 +168,7 @@ case $OFFENDER in
 esac
 
 daemon=
-sampler= iocost_sampler= psi_sampler=
+sampler= iocost_sampler= psi_sampler= disk_sampler=
 left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
@@ -245,6 +246,22 @@ if [ "${IOCOST_TRACE:-0}" = 1 ]; then
         done
     ) > "$RESULTS/iocost.txt" &
     iocost_sampler=$!
+fi
+
+# DISK_TRACE=1: every 0.25 s, the data disk's diskstats write counters into disk.txt:
+# `uptime_s sectors_written write_ms`, write_ms being the time its writes spent in flight, summed
+# (an independent reading of how fast the disk completed what it was given, for `xtask vm ci`).
+# Shell builtins only: a fork per sample would take the guest's CPU from the loads.
+if [ "${DISK_TRACE:-0}" = 1 ]; then
+    (
+        while :; do
+            read -r up _ < /proc/uptime
+            read -r _ _ _ _ _ _ sectors ms _ < "/sys/block/$DEV_NAME/stat"
+            echo "$up $sectors $ms"
+            sleep 0.25
+        done
+    ) > "$RESULTS/disk.txt" &
+    disk_sampler=$!
 fi
 
 # PSI_TRACE=1: every 0.25 s, the cumulative io stall of the machine (/proc/pressure/io) and of the
@@ -415,6 +432,7 @@ done
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
 [ -n "$psi_sampler" ] && kill "$psi_sampler"
+[ -n "$disk_sampler" ] && kill "$disk_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
 [ -n "$offender_sampler" ] && kill "$offender_sampler"
 

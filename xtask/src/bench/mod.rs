@@ -12,7 +12,7 @@ mod results;
 mod stats;
 
 /// Timestamps of the daemon's log, for the checks that read it too.
-pub use results::rfc3339_seconds;
+pub use results::{clock_offset, rfc3339_seconds};
 
 use std::path::PathBuf;
 

@@ -248,7 +248,7 @@ fn percentile(v: &[f64], q: f64) -> f64 {
 }
 
 /// realtime - monotonic, from `clock.txt` ("realtime R monotonic M").
-fn clock_offset(dir: &Path) -> Option<f64> {
+pub fn clock_offset(dir: &Path) -> Option<f64> {
     let text = fs::read_to_string(dir.join("clock.txt")).ok()?;
     let f: Vec<&str> = text.split_whitespace().collect();
     match f.as_slice() {

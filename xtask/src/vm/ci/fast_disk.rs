@@ -1,0 +1,359 @@
+//! The speed probe on a disk five times faster than assumed (the "ioshield-fast probe" check):
+//! a window in which the disk completes the held writer's writes with time to spare must force
+//! the rate up. Whether the disk had that time is read twice: by the daemon, and here from the
+//! disk's own counters (stall.sh's `DISK_TRACE`), so that a run in which the emulated disk was
+//! not fast (the host's shared CPU and disk behind qemu: CI of stop 49 saw the 150 MB/s disk
+//! complete 24 and 44 MB/s in its windows) is told apart from a probe that missed the room.
+use std::{fs, path::Path};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{HELD, LISTENING, daemon_log, decisions, excerpt, kept_speeds, window_top};
+
+/// The fast disk of the probe check: qemu's throttle at 150 MB/s (under emulation it completes
+/// 60-105 MB/s under a backlog).
+pub(super) const FAST_DISK_BPS: u64 = 150_000_000;
+
+/// How many times the window's highest rate the disk must complete its writes at, kept busy, to
+/// show room: the daemon's `speed_probe` steps up only to half that speed (`ROOM_MARGIN`), and
+/// only when that is a quarter above the rate (`QUARTER`): 1.25 / 0.5.
+const ROOM_SPEED: f64 = 2.5;
+
+/// What the probe check found in one run.
+pub(super) enum Probe {
+    /// The step that forced the rate up for the room the disk showed (an excerpt of its line).
+    Room(String),
+    /// No window in which the disk, by its own counters, completed its writes fast enough to
+    /// show room: the run says nothing of the probe.
+    NotFast(String),
+}
+
+/// The speed probe forced the rate of a restriction on a disk not measured above the assumed
+/// speed because the disk showed room to spare: the first such `retune` line, from its "after".
+/// Without one, whether the disk's counters showed room in a window: if they did, the probe
+/// missed it.
+pub(super) fn forced_by_room(run: &Path) -> Result<Probe> {
+    let text = daemon_log(run)?;
+    if let Some(line) = text
+        .lines()
+        .find(|l| l.contains("retune pid") && l.contains("writes in flight: room to spare)"))
+    {
+        return Ok(Probe::Room(
+            excerpt(line, "not measured after", "room to spare)").to_string(),
+        ));
+    }
+    let said = || decisions(&text, HELD).join(" | ");
+    let windows = disk_windows(run, &text)?;
+    if windows.is_empty() {
+        bail!(
+            "no step with room to spare, and no window the disk's counters cover; the daemon's \
+             decisions: {}",
+            said()
+        );
+    }
+    let seen = windows
+        .iter()
+        .map(DiskWindow::describe)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if windows.iter().any(DiskWindow::fast) {
+        bail!(
+            "no step with room to spare, though the disk's counters showed it fast in a window \
+             ({seen}); the daemon's decisions: {}",
+            said()
+        );
+    }
+    Ok(Probe::NotFast(format!(
+        "the disk was not fast in any window, by its counters: {seen}"
+    )))
+}
+
+/// The rate a probe step forced because the disk showed room, bytes/s, from its line: "...
+/// the rate held at 50.0 MB/s at least (it wrote ...: room to spare)".
+pub(super) fn room_rate(line: &str) -> Option<f64> {
+    let (before, _) = line.split_once(" MB/s at least (it wrote")?;
+    let (_, mb) = before.rsplit_once("the rate held at ")?;
+    mb.parse::<f64>().ok().map(|v| v * 1e6)
+}
+
+/// The rate a step forced for the room the disk showed (`room`, its line), without the disk
+/// showing its speed under it, is what the daemon kept of the disk when it stopped: a lower
+/// bound at least that rate in its speeds file, from which the next restriction starts
+/// (`SpeedProbe::room_proven`). A disk measured meanwhile keeps its speed instead.
+pub(super) fn room_kept(run: &Path, room: &str) -> Result<String> {
+    let Some(rate) = room_rate(room) else {
+        bail!("no forced rate in the room step: {room}");
+    };
+    let kept = kept_speeds(run)?;
+    if let Some((k, v)) = kept.iter().find(|(k, _)| k.starts_with("serial:")) {
+        return Ok(format!(
+            "not applicable: the disk was measured ({k} = {:.1} MB/s)",
+            v / 1e6
+        ));
+    }
+    // The held writer's own lower bound may be as high: the daemon must say the bound is the
+    // probe's.
+    let Some(proven) = daemon_log(run)?
+        .lines()
+        .find(|l| l.contains(ROOM_PROVEN))
+        .map(str::to_string)
+    else {
+        bail!(
+            "room shown for {:.1} MB/s, but the daemon never kept a rate the probe forced: {kept:?}",
+            rate / 1e6
+        );
+    };
+    // The step's line shows the rate to 0.1 MB/s.
+    match kept.iter().find(|(k, _)| k.starts_with("at-least:")) {
+        Some((k, v)) if *v >= rate - 0.05e6 => Ok(format!(
+            "kept {k} = {:.1} MB/s (room shown for {:.1}; {})",
+            v / 1e6,
+            rate / 1e6,
+            excerpt(&proven, "at least ", ROOM_PROVEN)
+        )),
+        _ => bail!(
+            "room shown for {:.1} MB/s, but the speeds file kept no lower bound that high: \
+             {kept:?}",
+            rate / 1e6
+        ),
+    }
+}
+
+/// How the daemon says a rate its speed probe forced for the disk's room is kept as a lower
+/// bound (`engine::keep_room_proven`).
+const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed";
+
+/// A run's outcome in words, for the check's line.
+pub(super) fn said(run: &Result<Probe>) -> String {
+    match run {
+        Ok(Probe::Room(ok)) => ok.clone(),
+        Ok(Probe::NotFast(why)) => why.clone(),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+/// A speed-probe window as the disk's counters saw it, from the window's line to the step's.
+struct DiskWindow {
+    /// The highest rate the window let the writer write, bytes/s.
+    top: f64,
+    /// What the disk completed, bytes/s.
+    wrote: f64,
+    /// What it would complete kept busy: bytes over the time its writes were in flight.
+    busy: f64,
+}
+
+impl DiskWindow {
+    fn fast(&self) -> bool {
+        self.busy >= ROOM_SPEED * self.top
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "it wrote {:.1} MB/s, {:.0} MB/s kept busy, under a rate of at most {:.1} MB/s",
+            self.wrote / 1e6,
+            self.busy / 1e6,
+            self.top / 1e6
+        )
+    }
+}
+
+/// The windows of the daemon's log (`text`) measured on `disk.txt`: each from its line to the
+/// restriction's next line, where the step judged it.
+fn disk_windows(run: &Path, text: &str) -> Result<Vec<DiskWindow>> {
+    let results = run.join("results");
+    let Some(offset) = crate::bench::clock_offset(&results) else {
+        bail!("no clock.txt in {}", results.display());
+    };
+    let samples = disk_samples(&results.join("disk.txt"))?;
+    let uptime = |l: &str| {
+        l.split_whitespace()
+            .next()
+            .and_then(crate::bench::rfc3339_seconds)
+            .map(|t| t - offset)
+    };
+    let lines = decisions(text, HELD);
+    let mut windows = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(top) = line.contains(LISTENING).then(|| window_top(line)).flatten() else {
+            continue;
+        };
+        let (Some(from), Some(to)) = (uptime(line), lines.get(i + 1).and_then(|l| uptime(l)))
+        else {
+            continue;
+        };
+        let first = samples.iter().find(|s| s.at >= from);
+        let last = samples.iter().rev().find(|s| s.at <= to);
+        let (Some(a), Some(b)) = (first, last) else {
+            continue;
+        };
+        let seconds = b.at - a.at;
+        if seconds < 1.0 {
+            continue;
+        }
+        let bytes = (b.sectors - a.sectors) * 512.0;
+        let writing = (b.write_ms - a.write_ms) / 1000.0;
+        windows.push(DiskWindow {
+            top,
+            wrote: bytes / seconds,
+            busy: if writing > 0.0 {
+                bytes / writing
+            } else {
+                f64::INFINITY
+            },
+        });
+    }
+    Ok(windows)
+}
+
+/// One line of `disk.txt`: `uptime_s sectors_written write_ms`.
+struct DiskSample {
+    at: f64,
+    sectors: f64,
+    write_ms: f64,
+}
+
+fn disk_samples(path: &Path) -> Result<Vec<DiskSample>> {
+    let text = fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    // The sampler is killed mid-line at the end: a short last line is skipped.
+    Ok(text
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().map(|v| v.parse::<f64>().ok());
+            Some(DiskSample {
+                at: f.next()??,
+                sectors: f.next()??,
+                write_ms: f.next()??,
+            })
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Probe, forced_by_room};
+
+    /// The probe check finds the room step in a daemon log as 6.1 wrote it; without one it
+    /// fails when the disk's counters showed room in a window, and says the run tells nothing
+    /// when they did not.
+    #[test]
+    fn the_probe_check_reads_the_room_step_and_the_disk() {
+        let dir = std::env::temp_dir().join(format!("ioshield-fast-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let log = dir.join("results/daemon.log");
+        // The guest booted at 12:00:00 UTC: its uptime is the seconds since.
+        std::fs::write(
+            dir.join("results/clock.txt"),
+            "realtime 1795867200.0 monotonic 0.0\n",
+        )
+        .unwrap();
+        assert_eq!(
+            crate::bench::rfc3339_seconds("2026-11-28T12:00:00Z"),
+            Some(1_795_867_200.0)
+        );
+        let restrict =
+            "2026-11-28T12:00:00Z  INFO restrict pid 140 (ioshield-load) dirtied 6.3 MB\n";
+        let listen = "2026-11-28T12:00:07Z  INFO retune pid 140 on /dev/vda: io.weight=1 (iocost \
+            on, disk not measured: modelled at 25.0MB/s, the kernel's latency control setting the \
+            rate between 6.2MB/s and 25.0MB/s) memory.high=32M (the disk's speed is not known \
+            after 7s: its rate left to the kernel's latency control until 10s, to see whether \
+            the disk has room) pid=140 action=\"retune\"\n";
+        let none = "2026-11-28T12:00:10Z  INFO retune pid 140 on /dev/vda: io.weight=1 (the \
+            disk's speed is not measured after 10s: the rate held at 25.0 MB/s (it wrote 23.7 \
+            MB/s with 0.98 writes in flight: no room)) pid=140 action=\"retune\"\n";
+        let room = "2026-11-28T12:00:15Z  INFO retune pid 140 on /dev/vda: io.weight=1 \
+            memory.high=47M (the disk's speed is not measured after 15s: the rate held at 50.0 \
+            MB/s at least (it wrote 27.6 MB/s with 0.12 writes in flight: room to spare), raised \
+            every 5s until the disk shows its speed) pid=140 action=\"retune\"\n";
+        // From 7 to 10 s the disk wrote 24 MB/s (46875 sectors a second) with its writes in
+        // flight 0.98 of the time (slow: 24 MB/s kept busy), or 0.12 of it (200 MB/s).
+        let disk = |in_flight: f64| {
+            (0..=20)
+                .map(|i| {
+                    let t = 6.0 + 0.25 * f64::from(i);
+                    let s = (t - 6.0).max(0.0);
+                    format!("{t} {:.0} {:.0}\n", 46_875.0 * s, 1000.0 * in_flight * s)
+                })
+                .collect::<String>()
+                + "11.25 2"
+        };
+        std::fs::write(&log, format!("{restrict}{listen}{none}")).unwrap();
+        std::fs::write(dir.join("results/disk.txt"), disk(0.98)).unwrap();
+        match forced_by_room(&dir).unwrap() {
+            Probe::NotFast(why) => assert!(
+                why.contains("it wrote 24.0 MB/s, 24 MB/s kept busy, under a rate of at most 25.0"),
+                "{why}"
+            ),
+            Probe::Room(r) => panic!("room in {r}"),
+        }
+        std::fs::write(dir.join("results/disk.txt"), disk(0.12)).unwrap();
+        let e = forced_by_room(&dir).err().unwrap().to_string();
+        assert!(
+            e.contains("no step with room to spare, though the disk's counters showed it fast")
+                && e.contains("200 MB/s kept busy")
+                && e.contains("restrict pid 140"),
+            "{e}"
+        );
+        std::fs::write(&log, format!("{restrict}{listen}{none}{room}")).unwrap();
+        match forced_by_room(&dir).unwrap() {
+            Probe::Room(r) => assert_eq!(
+                r,
+                "not measured after 15s: the rate held at 50.0 MB/s at least (it wrote 27.6 MB/s \
+                 with 0.12 writes in flight: room to spare)"
+            ),
+            Probe::NotFast(why) => panic!("not fast: {why}"),
+        }
+        std::fs::write(&log, restrict).unwrap();
+        let e = forced_by_room(&dir).err().unwrap().to_string();
+        assert!(e.contains("no window the disk's counters cover"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The room check reads the step's forced rate, also from a line whose restriction names
+    /// its rate too, and wants a lower bound at least that high kept, unless the disk was
+    /// measured.
+    #[test]
+    fn room_shown_is_kept_as_a_lower_bound() {
+        let step = "2026-11-28T01:26:15Z  INFO retune pid 236 on /dev/vda: io.weight=1 (iocost \
+            on, disk not measured: modelled at 25.0MB/s, the rate held at 53.2MB/s) \
+            memory.high=51M (the disk's speed is only known to be at least 26.7 MB/s after 15s: \
+            the rate held at 53.5 MB/s at least (it wrote 21.2 MB/s with 0.09 writes in flight: \
+            room to spare), raised every 5s until the disk shows its speed) pid=236";
+        assert_eq!(super::room_rate(step), Some(53.5e6));
+        assert_eq!(
+            super::room_rate("the rate held at 25.0 MB/s (it wrote"),
+            None
+        );
+        let dir = std::env::temp_dir().join(format!("ioshield-room-kept-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let kept = dir.join("results/disks.json");
+        let log = dir.join("results/daemon.log");
+        let check = |json: &str| {
+            std::fs::write(&kept, json).unwrap();
+            super::room_kept(&dir, step).map_err(|e| e.to_string())
+        };
+        // A bound as high, but not the probe's: the daemon did not say it kept the room.
+        std::fs::write(&log, format!("{step}\n")).unwrap();
+        let e = check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap_err();
+        assert!(e.contains("never kept a rate the probe forced"), "{e}");
+        let proven = "2026-11-28T01:26:17Z  INFO /dev/vda: at least 53.5 MB/s: the speed probe \
+            forced that rate for the room the disk showed, and the disk did not show its speed \
+            under it; later restrictions there start from it\n";
+        std::fs::write(&log, format!("{step}\n{proven}")).unwrap();
+        assert_eq!(
+            check(r#"{"at-least:serial:data": 53460000.0}"#).unwrap(),
+            "kept at-least:serial:data = 53.5 MB/s (room shown for 53.5; at least 53.5 MB/s: the \
+             speed probe forced that rate for the room the disk showed)"
+        );
+        assert!(check(r#"{"at-least:serial:data": 107000000.0}"#).is_ok());
+        // The held writer's own bound, below the room: the room was not kept.
+        let e = check(r#"{"at-least:serial:data": 26740158.2}"#).unwrap_err();
+        assert!(e.contains("room shown for 53.5 MB/s"), "{e}");
+        assert!(check("{}").is_err());
+        assert!(
+            check(r#"{"serial:data": 80000000.0}"#)
+                .unwrap()
+                .starts_with("not applicable: the disk was measured")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
