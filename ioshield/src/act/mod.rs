@@ -433,8 +433,12 @@ impl Actuator {
     /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
     /// lifting the scope's limits undoes; iocost turned on for the disk meanwhile is journaled
     /// like any change. Returns the limits now in place, if anything was changed (they differ
-    /// from `method` where iocost could not be turned on).
-    pub async fn retune(&mut self, id: u64, method: &Method) -> Result<Option<Method>> {
+    /// from `method` where iocost could not be turned on), and how long each write took.
+    pub async fn retune(
+        &mut self,
+        id: u64,
+        method: &Method,
+    ) -> Result<Option<(Method, Stopwatch)>> {
         // Its iocost writes lap the stopwatch too: started afresh, it holds only this retune's.
         self.stopwatch = Stopwatch::start();
         let Some(active) = self.active.get(&id) else {
@@ -459,6 +463,8 @@ impl Actuator {
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 *l = self.hold_by(&fs, id, l).await;
                 cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
+                // memory.high set under what the cgroup holds has this write reclaim it first.
+                self.stopwatch.lap("limits");
             }
             (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
                 // A user manager without io keeps holding memory.high alone.
@@ -486,6 +492,6 @@ impl Actuator {
         {
             self.weigh_parent(fs, None)?;
         }
-        Ok(Some(method))
+        Ok(Some((method, self.stopwatch.clone())))
     }
 }

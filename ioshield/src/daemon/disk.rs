@@ -275,10 +275,10 @@ impl DiskRuntime {
             return;
         }
         match fx.actuator.retune(id, &method).await {
-            Ok(Some(method)) => {
+            Ok(Some((method, took))) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
                 let message = format!(
-                    "retune pid {pid} on {}: {} ({why})",
+                    "retune pid {pid} on {}: {} ({why}) (in {took})",
                     disk.label(),
                     method.describe()
                 );
