@@ -389,22 +389,6 @@ impl Engine {
         Ok(())
     }
 
-    /// Whether a speed probe hears the others now ([`SpeedProbe::hears_others`]): they are
-    /// read between the ticks too ([`Engine::hear_others`]).
-    pub fn hears_others(&self) -> bool {
-        self.disks.values().any(|rt| rt.speed_probe.hears_others())
-    }
-
-    /// Reads the others' waits between the ticks, for the probes that hear them. Returns
-    /// whether a probe took a room step back: the caller steps at once to carry that out.
-    pub fn hear_others(&mut self, actuator: &Actuator) -> bool {
-        let mut taken_back = false;
-        for (disk, rt) in &mut self.disks {
-            taken_back |= hear_others(disk, rt, actuator);
-        }
-        taken_back
-    }
-
     /// Moves iocost's model set up ahead on each quiet disk no restriction holds to the disk's
     /// speed when that has moved more than [`iocost::KEPT_MODEL_SLACK`], at most once every
     /// [`MODEL_MATCH_EVERY`]: the next restriction there then only turns iocost on.
@@ -988,20 +972,20 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
 /// Hears how long the cgroups beside the restrictions waited on I/O while the disk's speed
 /// probe asks ([`SpeedProbe::hears_others`]), and has it take back the step that forced the
 /// rate up for room when they waited too long: the window's room was not the disk's.
-fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
+fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
     if !rt.speed_probe.hears_others() {
         rt.others.reset();
-        return false;
+        return;
     }
-    // Read again only when a reading is due: the engine hears the others before and after each
-    // step of the same tick, and between the ticks.
+    // Read again only when a reading would say something: the engine hears the others before
+    // and after each step of the same tick.
     let now = Instant::now();
     if !rt.others.due(now) {
-        return false;
+        return;
     }
     let totals = pressure::io_some_totals(&actuator.others());
     let Some(stall) = rt.others.observe(now, totals) else {
-        return false;
+        return;
     };
     let most = stall
         .cgroup
@@ -1010,15 +994,13 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
     // A target of its own, for the bench to log without the engine's other debug lines.
     tracing::debug!(
         target: "ioshield::others",
-        "{}: others waited on I/O {:.0}% of the last second (most: {most})",
+        "{}: others waited on I/O {:.0}% of the time (most: {most})",
         disk.label(),
         stall.share * 100.0
     );
-    let Some(why) = rt.speed_probe.others_stalled(stall.share) else {
-        return false;
-    };
-    tracing::info!("{}: {why} ({most} waited most)", disk.label());
-    true
+    if let Some(why) = rt.speed_probe.others_stalled(stall.share) {
+        tracing::info!("{}: {why} ({most} waited most)", disk.label());
+    }
 }
 
 /// Gives the estimator the lower bound a restriction's speed probe proved

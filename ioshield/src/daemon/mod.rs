@@ -108,10 +108,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // the restart's recovery then undoes what it had changed.
     let watchdog = sd_notify::watchdog_enabled().is_some();
     let mut said = String::new();
-    let mut others = tokio::time::interval(crate::detect::pressure::EVERY);
-    others.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let result = loop {
-        let hearing = engine.hears_others();
         tokio::select! {
             batch = next_bursts(&mut bursts) => {
                 match batch {
@@ -139,15 +136,6 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 }
                 if watchdog {
                     let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
-                }
-            }
-            _ = others.tick(), if hearing => {
-                // A room step the others pay for is taken back now, not at the next tick.
-                if engine.hear_others(&actuator) {
-                    if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator).await {
-                        break Err(e);
-                    }
-                    publish(&engine);
                 }
             }
             _ = sighup.recv() => {
