@@ -136,12 +136,27 @@ impl Actuator {
 }
 
 /// Whether a cgroup's `io.max` may hold a limit already.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Io {
     /// Made just now: no limit.
     Unset,
     /// Limited before, by a write limit that may have to be lifted.
     Set,
+    /// Limited before by its weight or `memory.high` only: `io.max` is still "max", and
+    /// writing it again is not free (the disk's first `io.max` write sets the kernel's
+    /// throttling up, which on 6.12 waited 0.55-0.69 s for the disk's queue,
+    /// tests/vm/qos-freeze.sh).
+    Unlimited,
+}
+
+impl Io {
+    /// How a held cgroup's `io.max` stands after `write`.
+    pub(super) fn after(write: WriteControl) -> Io {
+        match write {
+            WriteControl::Limit(wbps) if wbps != NO_WRITE_LIMIT => Io::Set,
+            _ => Io::Unlimited,
+        }
+    }
 }
 
 pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: Io) -> Result<()> {
@@ -155,7 +170,7 @@ pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: 
     };
     // A new cgroup has no limit. Writing "max" anyway is not free: in the 6.12 bench the
     // first restriction's cgroup took 66 ms with it, 3-7 ms without (docs/bench/apply.md).
-    if !(io == Io::Unset && wbps == NO_WRITE_LIMIT) {
+    if !(io != Io::Set && wbps == NO_WRITE_LIMIT) {
         fs.write_file(
             cg,
             "io.max",
@@ -167,7 +182,7 @@ pub(super) fn write_limits(fs: &Cgroupfs, cg: &Path, limits: &CgroupLimits, io: 
         // Lifted from a writer that turned out light (`Method::lightened`), for good: set
         // again below what the cgroup holds, the daemon would reclaim the difference itself
         // (`SpeedProbe::heavy`). A cgroup without the memory controller has no file to lift.
-        (None, Io::Set)
+        (None, Io::Set | Io::Unlimited)
             if cg
                 .parent()
                 .is_some_and(|p| fs.controller_enabled(p, "memory")) =>
@@ -261,7 +276,7 @@ mod tests {
             memory_high: None,
             ..held(LIGHT_WRITER_WEIGHT)
         };
-        write_limits(&fs, cg, &light, Io::Set).unwrap();
+        write_limits(&fs, cg, &light, Io::Unlimited).unwrap();
         assert_eq!(high(&fs), "max");
         assert_eq!(read(&fs, "ioshield/r1-42/io.weight"), "default 10");
         // Without the memory controller there is no memory.high to lift.
@@ -269,5 +284,30 @@ mod tests {
         std::fs::remove_file(fs.abs(&cg.join("memory.high"))).unwrap();
         write_limits(&fs, cg, &light, Io::Set).unwrap();
         assert!(!fs.abs(&cg.join("memory.high")).exists());
+    }
+
+    /// A held cgroup's `io.max` is written only when it holds or held a limit: one only ever
+    /// weighed keeps the "max" it was made with, unwritten.
+    #[test]
+    fn io_max_is_written_only_where_a_limit_was_or_is() {
+        let (_dir, _actuator, fs) = setup();
+        let cg = Path::new("/ioshield/r1-42");
+        let io_max = fs.abs(&cg.join("io.max"));
+        write_limits(&fs, cg, &held(1), Io::Unset).unwrap();
+        assert!(!io_max.exists(), "a new cgroup's io.max is max already");
+        assert_eq!(Io::after(held(1).write), Io::Unlimited);
+        write_limits(&fs, cg, &held(1), Io::after(held(1).write)).unwrap();
+        assert!(!io_max.exists(), "weighed before and now: nothing to lift");
+        let limited = CgroupLimits {
+            write: WriteControl::Limit(20_000_000),
+            ..held(1)
+        };
+        assert_eq!(Io::after(limited.write), Io::Set);
+        write_limits(&fs, cg, &limited, Io::Unlimited).unwrap();
+        assert!(std::fs::read_to_string(&io_max).unwrap().contains("wbps="));
+        // Weighed again after a limit: the limit is lifted.
+        std::fs::write(&io_max, "").unwrap();
+        write_limits(&fs, cg, &held(1), Io::after(limited.write)).unwrap();
+        assert!(std::fs::read_to_string(&io_max).unwrap().contains("wbps="));
     }
 }

@@ -462,7 +462,11 @@ impl Actuator {
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 *l = self.hold_by(&fs, id, l).await;
-                cgroup_moves::write_limits(&fs, &cg, l, cgroup_moves::Io::Set)?;
+                let io = match &held {
+                    Method::Cgroup(h) => cgroup_moves::Io::after(h.write),
+                    _ => cgroup_moves::Io::Set,
+                };
+                cgroup_moves::write_limits(&fs, &cg, l, io)?;
                 // memory.high set under what the cgroup holds has this write reclaim it first.
                 self.stopwatch.lap("limits");
             }
