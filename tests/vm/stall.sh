@@ -32,6 +32,9 @@
 #                    the daemon keeps what it learns in results/disks.json
 #   IOSHIELD_DAEMON, IOSHIELD_DEVICE  extra TOML lines, `;`-separated, for the generated config's
 #                    [daemon] and data-device sections, e.g. IOSHIELD_DEVICE='memory_high = "128MiB"'
+#   DAEMON_PAUSE=1   SIGSTOP the daemon once it runs and SIGCONT it when the offender starts: its
+#                    BPF programs stay attached while its userspace does nothing (and it first
+#                    sees the data disk only with the offender); docs/bench/before-offender.md
 #   CONTROLLERS      controllers for the root cgroup's children, set before any load, e.g.
 #                    "+io +memory" (what the daemon sets up at start; below)
 #   DATA_MOUNT_OPTS  ext4 options for the data disk instead of the bed's, e.g. "data=writeback"
@@ -205,6 +208,11 @@ if [ -n "${ACTION:-}" ]; then
         # Last, so that the host can quote it as the reason.
         echo "stall: ioshield daemon exited early: $(head -n 1 "$RESULTS/daemon.log" | cut -c1-200)"
         exit 3
+    fi
+    if [ "${DAEMON_PAUSE:-0}" = 1 ]; then
+        kill -STOP "$daemon"
+        (sleep "$OFFENDER_START"; kill -CONT "$daemon") &
+        echo "stall: daemon stopped for the ${OFFENDER_START} s to about when the offender starts"
     fi
     # Before any writer: the cgroup set-up a restriction needs is made at start, not while the
     # first offender goes on dirtying pages (checked by `xtask vm ci`).
@@ -443,6 +451,7 @@ if [ -n "$daemon" ]; then
                 echo "$(grep -E '^(prog_type|prog_id|prog_tag|run_time_ns|run_cnt):' "$f" | tr -s '\t\n' '  ')"
         done > "$RESULTS/bpf-stats.txt"
     fi
+    [ "${DAEMON_PAUSE:-0}" = 1 ] && kill -CONT "$daemon"
     kill -TERM "$daemon"
     wait "$daemon"
     echo "stall: daemon exit $?"

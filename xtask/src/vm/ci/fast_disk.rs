@@ -34,16 +34,23 @@ pub(super) enum Probe {
 /// missed it.
 pub(super) fn forced_by_room(run: &Path) -> Result<Probe> {
     let text = daemon_log(run)?;
+    let windows = disk_windows(run, &text)?;
+    let seen = windows
+        .iter()
+        .map(DiskWindow::describe)
+        .collect::<Vec<_>>()
+        .join("; ");
     if let Some(line) = text
         .lines()
         .find(|l| l.contains("retune pid") && l.contains("writes in flight: room to spare)"))
     {
-        return Ok(Probe::Room(
-            excerpt(line, "not measured after", "room to spare)").to_string(),
-        ));
+        // The counters' reading beside the daemon's, in every run's line.
+        return Ok(Probe::Room(format!(
+            "{} (the disk's counters in its windows: {seen})",
+            excerpt(line, "not measured after", "room to spare)")
+        )));
     }
     let said = || decisions(&text, HELD).join(" | ");
-    let windows = disk_windows(run, &text)?;
     if windows.is_empty() {
         bail!(
             "no step with room to spare, and no window the disk's counters cover; the daemon's \
@@ -51,11 +58,6 @@ pub(super) fn forced_by_room(run: &Path) -> Result<Probe> {
             said()
         );
     }
-    let seen = windows
-        .iter()
-        .map(DiskWindow::describe)
-        .collect::<Vec<_>>()
-        .join("; ");
     if windows.iter().any(DiskWindow::fast) {
         bail!(
             "no step with room to spare, though the disk's counters showed it fast in a window \
@@ -298,7 +300,8 @@ mod tests {
             Probe::Room(r) => assert_eq!(
                 r,
                 "not measured after 15s: the rate held at 50.0 MB/s at least (it wrote 27.6 MB/s \
-                 with 0.12 writes in flight: room to spare)"
+                 with 0.12 writes in flight: room to spare) (the disk's counters in its windows: \
+                 it wrote 24.0 MB/s, 200 MB/s kept busy, under a rate of at most 25.0 MB/s)"
             ),
             Probe::NotFast(why) => panic!("not fast: {why}"),
         }
