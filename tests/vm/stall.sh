@@ -54,6 +54,10 @@
 #   COMMIT_TRACE=1   every 20 ms (50-200 ms in practice), where the commit load and the data
 #                    disk's jbd2 thread wait (their kernel stacks) and the disk's in-flight
 #                    requests, into commit-trace.txt (below)
+#   INNOCENTS_ON=fast  the innocent loads write to the guest's disk with no throttle ($FAST) instead
+#                    of the data disk: a desktop whose system disk stays fast while a copy fills a
+#                    USB stick (with `--disk-mbps 10`); the loads no longer share the offender's
+#                    journal, only the machine's page cache and dirty limits
 #   LOADS            the innocent loads (default "control write multiwrite commit"), e.g. with
 #                    `appender` (4 KiB + fdatasync once a second: a light appender) for `commit`
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
@@ -69,6 +73,11 @@ CONFIG=${CONFIG:-$RESULTS/ioshield.toml}
 DAEMON_SETTLE=${DAEMON_SETTLE:-3}
 SCHEDULER=${SCHEDULER:-mq-deadline}
 OFFENDER=${OFFENDER:-load}
+case ${INNOCENTS_ON:-data} in
+    data) LOADS_DIR=$DATA ;;
+    fast) LOADS_DIR=${FAST:?stall: INNOCENTS_ON=fast but the guest has no fast disk} ;;
+    *) echo "stall: INNOCENTS_ON=$INNOCENTS_ON: not data or fast" >&2; exit 2 ;;
+esac
 CG=/sys/fs/cgroup
 DEV_NAME=${DATA_DEV#/dev/}
 DEVNUM=$(cat "/sys/block/$DEV_NAME/dev")
@@ -136,6 +145,7 @@ echo "stall: scenario=$SCENARIO duration=${DURATION}s offender ${OFFENDER_START}
     "on $DATA_DEV ($DEVNUM), scheduler: $(cat "/sys/block/$DEV_NAME/queue/scheduler")," \
     "rotational $(cat "/sys/block/$DEV_NAME/queue/rotational")," \
     "wbt $(cat "/sys/block/$DEV_NAME/queue/wbt_lat_usec" 2> /dev/null || echo -) us"
+[ "$LOADS_DIR" = "$DATA" ] || echo "stall: the innocent loads write to $LOADS_DIR (${FAST_DEV:-})"
 
 mkdir -p "$CG/session"
 echo $$ > "$CG/session/cgroup.procs"
@@ -299,11 +309,13 @@ job() {
             mkdir -p "$DATA/offender-tree" && tar -xf "$SRC/files.tar" -C "$DATA/offender-tree" ;;
     esac
     status=$?
+    # When the job itself ended: a copy to a slow disk "done" long before its data is there.
+    exited=$(cut -d' ' -f1 /proc/uptime)
     sync
     end=$(cut -d' ' -f1 /proc/uptime)
-    awk -v s="$start" -v e="$end" -v b="$JOB_BYTES" -v p="$$" -v l="offender-$OFFENDER" 'BEGIN {
+    awk -v s="$start" -v x="$exited" -v e="$end" -v b="$JOB_BYTES" -v p="$$" -v l="offender-$OFFENDER" 'BEGIN {
         printf "{\"load\":\"%s\",\"pid\":%d,\"nominal_s\":0,\"start_s\":%s,\"cycle_ends_s\":[%s],", l, p, s, e
-        printf "\"metrics\":null,\"bytes_written\":%d,\"bytes_per_sec\":%f}\n", b, b / (e - s) }' \
+        printf "\"metrics\":null,\"bytes_written\":%d,\"bytes_per_sec\":%f,\"exited_s\":%s}\n", b, b / (e - s), x }' \
         > "$RESULTS/offender.json"
     return $status
 }
@@ -312,7 +324,7 @@ pids=
 LOADS=${LOADS:-control write multiwrite commit}
 commit_pid=
 for load in $LOADS; do
-    ioshield-load "$load" --duration "${DURATION}s" --dir "$DATA" --out "$RESULTS/$load.json" \
+    ioshield-load "$load" --duration "${DURATION}s" --dir "$LOADS_DIR" --out "$RESULTS/$load.json" \
         2>> "$RESULTS/loads.log" &
     pids="$pids $!"
     [ "$load" = commit ] && commit_pid=$!

@@ -23,6 +23,10 @@ pub struct LoadRecord {
     pub bytes_written: u64,
     /// `bytes_written` over the time from `start_s` to the last cycle end.
     pub bytes_per_sec: f64,
+    /// A fixed-size job of the stall bench (stall.sh writes its record): when the job's own
+    /// process ended, before the `sync` that its last cycle end waits for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exited_s: Option<f64>,
 }
 
 impl LoadRecord {
@@ -45,6 +49,7 @@ impl LoadRecord {
             metrics,
             bytes_written: bytes,
             bytes_per_sec: if span > 0.0 { bytes as f64 / span } else { 0.0 },
+            exited_s: None,
         }
     }
 

@@ -26,6 +26,9 @@ pub struct Plan {
     pub out: PathBuf,
     /// The data disk's write speed, bytes per second.
     pub disk_bps: u64,
+    /// Where the innocent loads write (stall.sh's INNOCENTS_ON): `data`, the offender's disk,
+    /// or `fast`, a disk with no throttle.
+    pub innocents_on: String,
 }
 
 /// The longest slug: a run's directory and its timeline (`timeline-SLUG-6.12.png`) must stay
@@ -98,6 +101,7 @@ impl Plan {
             "TIMELINE=1".to_string(),
         ];
         env.push(format!("ORACLE_WBPS={}", self.disk_bps * 2 / 3));
+        env.push(format!("INNOCENTS_ON={}", self.innocents_on));
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
             // Every period the disk's speed is judged over, with why it counted or not, and how

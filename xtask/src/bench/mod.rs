@@ -44,6 +44,11 @@ pub struct BenchArgs {
     /// limit stays two thirds of it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
     disk_mbps: Option<u64>,
+    /// Where the innocent loads write: `data`, the offender's slow disk (sharing its journal),
+    /// or `fast`, a second disk with no throttle (a desktop's system disk while a copy fills a
+    /// USB stick: with `--disk-mbps 10`).
+    #[arg(long, default_value = "data", value_parser = ["data", "fast"])]
+    innocents_on: String,
     /// Runs per scenario and kernel.
     #[arg(long, default_value_t = 3)]
     repeat: usize,
@@ -100,6 +105,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         disk_bps: args
             .disk_mbps
             .map_or(crate::vm::DATA_WRITE_BPS, |mb| mb * 1_000_000),
+        innocents_on: args.innocents_on.clone(),
     };
     if !args.report_only {
         let bin = matrix::binary(args.ioshield.as_deref(), &out)?;

@@ -19,9 +19,9 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let _ = writeln!(
         md,
         "# ioshield stall bench\n\n{} s loads, offender `{}` from {start} s{}, data disk {} MB/s, \
-         up to {} repeats; median (min-max) of the repeats; `x none` = median over the same kernel's \
-         `none` median, from this bench. p50/p99: of every cycle's time beyond its nominal \
-         length (for `commit`, the fdatasync latency).\n",
+         {}up to {} repeats; median (min-max) of the repeats; `x none` = median over the same \
+         kernel's `none` median, from this bench. p50/p99: of every cycle's time beyond its \
+         nominal length (for `commit`, the fdatasync latency).\n",
         plan.duration,
         plan.offender,
         if plan.offender == "load" {
@@ -30,6 +30,11 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
             " (a fixed-size job)".to_string()
         },
         plan.disk_bps / 1_000_000,
+        if plan.innocents_on == "fast" {
+            "the innocent loads on a second disk with no throttle, "
+        } else {
+            ""
+        },
         plan.repeat
     );
     for kernel in &plan.kernels {
@@ -111,31 +116,54 @@ fn ratio(x: Option<&Summary>, none: Option<&Summary>) -> String {
     }
 }
 
-/// What the offender kept of its speed: the writer's side of the trade.
+/// What the offender kept of its speed: the writer's side of the trade. For a fixed-size job
+/// also when it ended by itself and when its data was on the disk: under the page cache a copy
+/// to a slow disk ends at once and its `sync` (an unmount, a "safely remove") waits for the rest.
 fn offender_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
-    let rate = |scenario: &str| {
+    let of = |scenario: &str, field: fn(&Run) -> Option<f64>| {
         let v: Vec<f64> = runs
             .iter()
             .filter(|r| r.kernel == kernel && r.scenario == scenario)
-            .filter_map(|r| r.offender_bytes_per_sec)
+            .filter_map(field)
             .collect();
         summarize(&v)
     };
+    let rate = |scenario: &str| of(scenario, |r| r.offender_bytes_per_sec);
+    let ended = |scenario: &str| of(scenario, |r| r.offender_exited_after_s);
+    let on_disk = |scenario: &str| {
+        of(scenario, |r| {
+            r.offender_exited_after_s?;
+            r.offender.map(|(start, end)| end - start)
+        })
+    };
     let none = rate("none");
+    let job = plan.offender != "load";
     let _ = writeln!(
         md,
-        "## {kernel}, the offender ({})\n\n| scenario | offender MB/s | x none |\n|---|---|---|",
-        if plan.offender == "load" {
-            "bytes it dirtied per second while it ran"
-        } else {
+        "## {kernel}, the offender ({})\n\n| scenario | offender MB/s | x none |{}\n|---|---|---|{}",
+        if job {
             "job size over its time to `sync`"
-        }
+        } else {
+            "bytes it dirtied per second while it ran"
+        },
+        if job {
+            " job ended s | data on disk s |"
+        } else {
+            ""
+        },
+        if job { "---|---|" } else { "" }
     );
     for scenario in &plan.scenarios {
         let Some(r) = rate(scenario) else { continue };
+        let times = if job {
+            let show = |s: Option<Summary>| s.map_or("-".to_string(), |s| s.show(1.0, 1));
+            format!(" {} | {} |", show(ended(scenario)), show(on_disk(scenario)))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             md,
-            "| {scenario} | {} | {} |",
+            "| {scenario} | {} | {} |{times}",
             r.show(1e-6, 1),
             ratio(Some(&r), none.as_ref())
         );
@@ -300,6 +328,7 @@ pub fn json(runs: &[Run]) -> Result<String> {
                 "p50_s": l.p50_s,
                 "p99_s": l.p99_s,
                 "offender_bytes_per_sec": r.offender_bytes_per_sec,
+                "offender_exited_after_s": r.offender_exited_after_s,
             });
             if r.scenario.starts_with("ioshield") {
                 row["detect_latency_s"] = json!(r.detect_latency_s);

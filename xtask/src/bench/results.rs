@@ -50,6 +50,9 @@ pub struct Run {
     /// What the offender wrote per second: the load generator's bytes over its span, or a
     /// fixed-size job's size over its time to `sync`.
     pub offender_bytes_per_sec: Option<f64>,
+    /// A fixed-size job: seconds from its start to its own end, before `sync` (a copy to a
+    /// slow disk ends long before its data is there when the page cache takes it).
+    pub offender_exited_after_s: Option<f64>,
     /// (seconds since the run's start, "restrict" | "release" | "measured"): "measured" is the
     /// restriction moving to the disk's speed measured under a backlog (the speed probe's end).
     pub actions: Vec<(f64, String)>,
@@ -203,6 +206,9 @@ fn read(dir: &Path, scenario: &str, kernel: &str, repeat: usize) -> Result<Run> 
         timeline,
         offender: offender_span,
         offender_bytes_per_sec: offender.as_ref().map(|o| o.bytes_per_sec),
+        offender_exited_after_s: offender
+            .as_ref()
+            .and_then(|o| Some(o.exited_s? - o.start_s)),
         actions,
         measured_after_s,
         phases,
@@ -459,6 +465,37 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// stall.sh's record of a fixed-size job: its own end (`exited_s`) before the `sync` its
+    /// last cycle end waits for.
+    #[test]
+    fn a_jobs_end_and_its_data_on_the_disk() {
+        let dir = std::env::temp_dir().join(format!("ioshield-job-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        for name in ["control", "write"] {
+            LoadRecord::new(name, 0.05, 10.0, vec![10.05, 10.1], 4096)
+                .save(&dir.join(format!("{name}.json")))
+                .unwrap();
+        }
+        let job = |exited: &str| {
+            format!(
+                "{{\"load\":\"offender-cp\",\"pid\":7,\"nominal_s\":0,\"start_s\":15.5,\
+                 \"cycle_ends_s\":[58.0],\"metrics\":null,\"bytes_written\":400000000,\
+                 \"bytes_per_sec\":9411764.7{exited}}}\n"
+            )
+        };
+        fs::write(dir.join("offender.json"), job(",\"exited_s\":18.8")).unwrap();
+        let run = read(&dir, "none", "6.12", 0).unwrap();
+        assert!((run.offender_exited_after_s.unwrap() - 3.3).abs() < 1e-9);
+        let (start, end) = run.offender.unwrap();
+        assert!((end - start - 42.5).abs() < 1e-9);
+        // Records from before stall.sh wrote it: no end of the job's own.
+        fs::write(dir.join("offender.json"), job("")).unwrap();
+        let run = read(&dir, "none", "6.12", 0).unwrap();
+        assert_eq!(run.offender_exited_after_s, None);
+        assert!(run.offender.is_some());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn the_daemons_rss_after_its_start_and_at_its_peak() {
         let dir = std::env::temp_dir().join(format!("ioshield-rss-{}", std::process::id()));
@@ -522,6 +559,7 @@ mod tests {
             timeline: Vec::new(),
             offender: None,
             offender_bytes_per_sec: None,
+            offender_exited_after_s: None,
             actions: Vec::new(),
             measured_after_s: None,
             phases: Vec::new(),

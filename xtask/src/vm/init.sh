@@ -39,8 +39,16 @@ mkdir -p /mnt/data
 # noinit_itable: the host made the file system on a fresh (zero) image, so the background
 # inode-table zeroing would only add I/O that competes with the scenario.
 mount -t ext4 -o noinit_itable "$DATA_DEV" /mnt/data || echo "ioshield-vm: mounting $DATA_DEV failed"
+# A disk with no throttle, for loads that write elsewhere than the slow disk (stall.sh
+# INNOCENTS_ON=fast).
+FAST_DEV=$(disk_by_serial fast) || FAST_DEV=
+if [ -n "$FAST_DEV" ]; then
+    mkdir -p /mnt/fast
+    mount -t ext4 -o noinit_itable "$FAST_DEV" /mnt/fast || echo "ioshield-vm: mounting $FAST_DEV failed"
+fi
 
 export DATA=/mnt/data RESULTS=/results DATA_DEV RESULTS_DEV KERNEL="$(uname -r)" HOME=/tmp
+if [ -n "$FAST_DEV" ]; then export FAST=/mnt/fast FAST_DEV; fi
 [ -f /etc/vm-env ] && . /etc/vm-env
 echo "ioshield-vm: kernel $KERNEL data $DATA_DEV scheduler $(cat /sys/block/${DATA_DEV#/dev/}/queue/scheduler)"
 echo "$DATA_DEV" > "$RESULTS/data-dev"

@@ -1,5 +1,6 @@
-//! The guest's two disks: `data` (ext4, the slow disk under test) and `results` (a raw tar the
-//! guest writes at the end). Both are fresh sparse files for every boot.
+//! The guest's disks: `data` (ext4, the slow disk under test), `results` (a raw tar the guest
+//! writes at the end) and, for busybox guests, `fast` (ext4 with no throttle). All are fresh
+//! sparse files for every boot.
 use std::{fs, io::Read as _, path::Path};
 
 use anyhow::{Context as _, Result, bail};
@@ -9,18 +10,27 @@ use crate::cmd::run;
 /// Room for a 50 s offender at full speed plus the innocent loads' files.
 pub const DATA_SIZE: u64 = 8 << 30;
 pub const RESULTS_SIZE: u64 = 256 << 20;
+/// Room for the innocent loads' files.
+pub const FAST_SIZE: u64 = 2 << 30;
 
-pub fn create(data: &Path, results: &Path) -> Result<()> {
-    for (path, size) in [(data, DATA_SIZE), (results, RESULTS_SIZE)] {
+pub fn create(data: &Path, results: &Path, fast: Option<&Path>) -> Result<()> {
+    let mut disks = vec![(data, DATA_SIZE), (results, RESULTS_SIZE)];
+    disks.extend(fast.map(|f| (f, FAST_SIZE)));
+    for (path, size) in disks {
         let _ = fs::remove_file(path);
         let f = fs::File::create(path).with_context(|| format!("creating {}", path.display()))?;
         f.set_len(size)?;
     }
     // Default ext4 features and journal, as a distribution installs them. The inode tables of a
     // fresh sparse file are already zero, so they need no initialisation.
-    run(std::process::Command::new("mkfs.ext4")
-        .args(["-q", "-F", "-L", "data"])
-        .arg(data))
+    let mut file_systems = vec![(data, "data")];
+    file_systems.extend(fast.map(|f| (f, "fast")));
+    for (path, label) in file_systems {
+        run(std::process::Command::new("mkfs.ext4")
+            .args(["-q", "-F", "-L", label])
+            .arg(path))?;
+    }
+    Ok(())
 }
 
 /// Unpacks the tar the guest wrote to the results disk into `dest`.

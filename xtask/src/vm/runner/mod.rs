@@ -139,6 +139,9 @@ const PANIC_RERUNS: u32 = 2;
 fn boot(o: &Options, kernel: &Kernel, cache: &Path, work: &Path) -> Result<i32> {
     let (initrd, image) = prepare(&o.root, kernel, cache, work)?;
     let (data, results) = (work.join("data.img"), work.join("results.img"));
+    // Debian guests boot a whole system whose disks the e2e script knows: only the bench's
+    // busybox guests get the fast disk.
+    let fast = matches!(o.root, Root::Busybox { .. }).then(|| work.join("fast.img"));
     let machine = qemu::Machine {
         vmlinuz: &kernel.vmlinuz(),
         initrd: &initrd,
@@ -146,6 +149,7 @@ fn boot(o: &Options, kernel: &Kernel, cache: &Path, work: &Path) -> Result<i32> 
         data: &data,
         data_write_bps: o.data_write_bps.unwrap_or(qemu::DATA_WRITE_BPS),
         results: &results,
+        fast: fast.as_deref(),
     };
     let watch = Watch {
         console_log: &o.out.join("console.log"),
@@ -189,7 +193,7 @@ fn boot(o: &Options, kernel: &Kernel, cache: &Path, work: &Path) -> Result<i32> 
 /// Boots on fresh disks until the scenario has run; returns its exit status.
 fn boot_until_run(m: &qemu::Machine, w: &Watch) -> Result<i32> {
     for attempt in 1..=ATTEMPTS {
-        disks::create(m.data, m.results)?;
+        disks::create(m.data, m.results, m.fast)?;
         match console::boot(qemu::command(m), w)? {
             Attempt::Done(status) => return Ok(status),
             Attempt::Failed(why) => bail!("{why} (console: {})", w.console_log.display()),

@@ -19,6 +19,10 @@ pub struct Machine<'a> {
     /// The data disk's write speed (qemu's throttle), bytes per second.
     pub data_write_bps: u64,
     pub results: &'a Path,
+    /// A disk with no throttle (the guest's `/mnt/fast`), for innocents that write elsewhere
+    /// than the slow disk: a desktop's system disk while a copy fills a USB stick. Last, so
+    /// that the other disks keep the names they always had.
+    pub fast: Option<&'a Path>,
 }
 
 pub fn command(m: &Machine) -> Command {
@@ -39,6 +43,9 @@ pub fn command(m: &Machine) -> Command {
         "data",
     ));
     drives.push((m.results, String::new(), "results"));
+    if let Some(fast) = m.fast {
+        drives.push((fast, ",cache=none,aio=native".to_string(), "fast"));
+    }
     let mut c = Command::new("qemu-system-x86_64");
     c.args(["-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2"])
         .args(["-m", &MEMORY_MB.to_string()])
@@ -99,7 +106,7 @@ mod tests {
     ];
 
     #[test]
-    fn busybox_guest_has_data_then_results() {
+    fn busybox_guest_has_data_then_results_then_fast() {
         let m = Machine {
             vmlinuz: Path::new("/k/vmlinuz"),
             initrd: Path::new("/w/initrd.cpio"),
@@ -107,6 +114,7 @@ mod tests {
             data: Path::new("/w/data.img"),
             data_write_bps: DATA_WRITE_BPS,
             results: Path::new("/w/a,b/results.img"),
+            fast: Some(Path::new("/w/fast.img")),
         };
         let mut want: Vec<&str> = COMMON.to_vec();
         want.extend([
@@ -119,6 +127,10 @@ mod tests {
             "file=/w/a,,b/results.img,if=none,id=d1,format=raw",
             "-device",
             "virtio-blk-pci,drive=d1,serial=results",
+            "-drive",
+            "file=/w/fast.img,if=none,id=d2,format=raw,cache=none,aio=native",
+            "-device",
+            "virtio-blk-pci,drive=d2,serial=fast",
         ]);
         assert_eq!(args(&m), want);
     }
@@ -132,6 +144,7 @@ mod tests {
             data: Path::new("/w/data.img"),
             data_write_bps: DATA_WRITE_BPS,
             results: Path::new("/w/results.img"),
+            fast: None,
         };
         let mut want: Vec<&str> = COMMON.to_vec();
         want.extend([
