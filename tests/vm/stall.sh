@@ -59,7 +59,8 @@
 #                    USB stick (with `--disk-mbps 10`); the loads no longer share the offender's
 #                    journal, only the machine's page cache and dirty limits
 #   LOADS            the innocent loads (default "control write multiwrite commit"), e.g. with
-#                    `appender` (4 KiB + fdatasync once a second: a light appender) for `commit`
+#                    `appender` (4 KiB + fdatasync once a second: a light appender) for `commit`,
+#                    or `bulk` added (1 MiB through the page cache every 100 ms: a download)
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.

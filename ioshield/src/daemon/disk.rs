@@ -53,6 +53,9 @@ pub struct DiskRuntime {
     /// How long the cgroups beside the restriction waited on I/O, heard while its speed probe
     /// asks ([`SpeedProbe::hears_others`]).
     pub others: OthersStall,
+    /// How many room steps the others' waits took back on this disk since the daemon started:
+    /// "no room" from one is kept only from the [`super::speed_probe::TAKE_BACKS_KEPT`]th.
+    pub take_backs: u32,
 }
 
 /// What carrying out a decision touches besides the disk itself.

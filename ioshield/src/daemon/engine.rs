@@ -12,7 +12,7 @@ use super::{
     guard::{BacklogGuards, Wanted},
     metrics::Metrics,
     ratelimit::RateLimit,
-    speed_probe::{NoRoom, Room, SpeedProbe},
+    speed_probe::{Room, SpeedProbe, TAKE_BACKS_KEPT, answer_to_keep},
     speeds::SpeedFile,
     status::{self, Status},
     user_links::UserLinks,
@@ -999,7 +999,14 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
         stall.share * 100.0
     );
     if let Some(why) = rt.speed_probe.others_stalled(stall.share) {
-        tracing::info!("{}: {why} ({most} waited most)", disk.label());
+        rt.take_backs += 1;
+        let answered = matches!(rt.speed_probe.room_shown(), Some(Room::TakenBackAt(_)));
+        let kept = if answered && rt.take_backs < TAKE_BACKS_KEPT {
+            "; the first take-back on this disk: its answer holds for this restriction only"
+        } else {
+            ""
+        };
+        tracing::info!("{}: {why} ({most} waited most){kept}", disk.label());
     }
 }
 
@@ -1029,14 +1036,13 @@ fn keep_room_shown(
     identity: Option<&str>,
     speeds: &mut SpeedFile,
 ) {
-    let now = SystemTime::now();
-    let no_room = match rt.speed_probe.room_shown() {
-        // Given again after the last one lapsed: it stands from now.
-        Some(Room::NoneAt(rate)) if rt.no_room.is_none_or(|n| n.rate != rate || !n.fresh(now)) => {
-            Some(NoRoom { rate, since: now })
-        }
-        Some(Room::Spare) if rt.no_room.is_some() => None,
-        _ => return,
+    let Some(no_room) = answer_to_keep(
+        rt.speed_probe.room_shown(),
+        rt.no_room,
+        rt.take_backs,
+        SystemTime::now(),
+    ) else {
+        return;
     };
     rt.no_room = no_room;
     if let Some(i) = identity {

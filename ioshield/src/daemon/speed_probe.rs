@@ -174,8 +174,45 @@ pub enum Room {
     /// A window in which the writer used the rate held at this many bytes per second showed
     /// the disk queuing.
     NoneAt(f64),
+    /// A rate forced up from this many bytes per second for the room a window showed was taken
+    /// back because the others waited on I/O under it ([`SpeedProbe::others_stalled`]): weaker
+    /// than [`Room::NoneAt`], a single wait of another process can make it (see
+    /// [`TAKE_BACKS_KEPT`]).
+    TakenBackAt(f64),
     /// A step found room to spare and forced the rate up.
     Spare,
+}
+
+/// How many take-backs ([`Room::TakenBackAt`]) a disk needs before the daemon keeps "no room"
+/// from one for the restrictions after it (and across restarts), as it keeps a window's.
+///
+/// One is not enough: a single wait of another process of 150 ms or more in a second (a
+/// journal commit, a `sync`) crosses [`OTHERS_HURT`], and the 150 MB/s disk's room was taken
+/// back so in 2 of 4 runs when the others were read over a sliding second (stop 50), which
+/// left "no room at 25 MB/s" kept for a day on a disk six times faster: every later copy held
+/// at the assumed speed with no window until its rate is forced at 30 s. A slow disk's false
+/// room is taken back again at its next restriction that shows one, and kept then.
+pub const TAKE_BACKS_KEPT: u32 = 2;
+
+/// What the restrictions after this one keep of what its probe `shown`, given the answer kept
+/// so far and the take-backs heard on the disk: `Some(answer)` to keep `answer` from now (`None`
+/// forgets the kept one), `None` to leave the kept answer as it is.
+pub fn answer_to_keep(
+    shown: Option<Room>,
+    kept: Option<NoRoom>,
+    take_backs: u32,
+    now: SystemTime,
+) -> Option<Option<NoRoom>> {
+    // Given again after the last one lapsed, or at another rate: it stands from now.
+    let anew = |rate: f64| kept.is_none_or(|n| n.rate != rate || !n.fresh(now));
+    match shown? {
+        Room::NoneAt(rate) if anew(rate) => Some(Some(NoRoom { rate, since: now })),
+        Room::TakenBackAt(rate) if take_backs >= TAKE_BACKS_KEPT && anew(rate) => {
+            Some(Some(NoRoom { rate, since: now }))
+        }
+        Room::Spare if kept.is_some() => Some(None),
+        _ => None,
+    }
 }
 
 /// What a disk did during a step.
@@ -238,6 +275,8 @@ pub struct SpeedProbe {
     no_room: Option<f64>,
     /// Whether `no_room` is an earlier restriction's answer ([`SpeedProbe::remembering`]).
     remembered: bool,
+    /// Whether `no_room` came from a take-back ([`SpeedProbe::others_stalled`]), not a window.
+    taken_back: bool,
     /// Whether a step found room to spare.
     room: bool,
     /// The highest rate a step forced for the room the disk showed, or forced after one and
@@ -303,7 +342,12 @@ impl SpeedProbe {
         if self.room {
             return Some(Room::Spare);
         }
-        self.no_room.filter(|_| !self.remembered).map(Room::NoneAt)
+        let rate = self.no_room.filter(|_| !self.remembered)?;
+        Some(if self.taken_back {
+            Room::TakenBackAt(rate)
+        } else {
+            Room::NoneAt(rate)
+        })
     }
 
     /// The highest rate this restriction forced for the room a step showed, or forced after
@@ -348,7 +392,9 @@ impl SpeedProbe {
     /// sample. When the last step forced the rate up for room and that is [`OTHERS_HURT`] or
     /// more, the room was not the disk's: the step is taken back (with the lower bound it
     /// proved), and a step up from a rate held without forcing leaves "no room" at that rate,
-    /// as a window that showed the disk queuing would. Returns why, for the daemon's log.
+    /// as a window that showed the disk queuing would (kept for later restrictions only from a
+    /// disk's [`TAKE_BACKS_KEPT`]th take-back, [`answer_to_keep`]). Returns why, for the
+    /// daemon's log.
     pub fn others_stalled(&mut self, share: f64) -> Option<String> {
         if share < OTHERS_HURT {
             return None;
@@ -361,6 +407,7 @@ impl SpeedProbe {
         if before.forced.is_none() {
             self.no_room = Some(before.top);
             self.remembered = false;
+            self.taken_back = true;
         }
         self.seen = format!(
             "the rate forced to {} for the room shown taken back: others waited on I/O {:.0}% \
@@ -607,6 +654,7 @@ impl SpeedProbe {
             None if judged => {
                 self.seen = if window.busy(top, busy_share) {
                     self.no_room = Some(top);
+                    self.taken_back = false;
                     format!("{seen}: no room")
                 } else {
                     if window.seconds >= ROOM_SECONDS
@@ -1095,6 +1143,45 @@ mod tests {
         assert!(why.contains("only known to be at least 40.0 MB/s"), "{why}");
     }
 
+    /// A take-back's "no room" is kept for later restrictions only from the second take-back
+    /// on the disk; a window's at once; room to spare forgets it.
+    #[test]
+    fn a_first_take_back_is_not_kept_beyond_its_restriction() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let kept = |rate: f64| NoRoom { rate, since: now };
+        let taken_back = Some(Room::TakenBackAt(25e6));
+        assert_eq!(answer_to_keep(taken_back, None, 1, now), None);
+        assert_eq!(
+            answer_to_keep(taken_back, None, 2, now),
+            Some(Some(kept(25e6)))
+        );
+        let window = Some(Room::NoneAt(25e6));
+        assert_eq!(answer_to_keep(window, None, 0, now), Some(Some(kept(25e6))));
+        // The same answer again leaves the kept one (and its age) as it is, unless it lapsed.
+        let earlier = NoRoom {
+            rate: 25e6,
+            since: now - Duration::from_secs(3600),
+        };
+        assert_eq!(answer_to_keep(window, Some(earlier), 0, now), None);
+        assert_eq!(answer_to_keep(taken_back, Some(earlier), 2, now), None);
+        let lapsed = NoRoom {
+            since: now - NO_ROOM_KEPT,
+            ..earlier
+        };
+        assert_eq!(
+            answer_to_keep(window, Some(lapsed), 0, now),
+            Some(Some(kept(25e6)))
+        );
+        // A first take-back leaves a kept answer standing, room to spare forgets it.
+        assert_eq!(answer_to_keep(taken_back, Some(earlier), 1, now), None);
+        assert_eq!(
+            answer_to_keep(Some(Room::Spare), Some(earlier), 0, now),
+            Some(None)
+        );
+        assert_eq!(answer_to_keep(Some(Room::Spare), None, 0, now), None);
+        assert_eq!(answer_to_keep(None, Some(earlier), 2, now), None);
+    }
+
     #[test]
     fn a_room_step_that_leaves_the_others_waiting_is_taken_back() {
         // The bed's 30 MB/s disk, one of its false rooms (stop 48: 15.3 MB/s with 0.18 in
@@ -1117,7 +1204,7 @@ mod tests {
             None,
             "the room it proved is taken back too"
         );
-        assert_eq!(p.room_shown(), Some(Room::NoneAt(25e6)));
+        assert_eq!(p.room_shown(), Some(Room::TakenBackAt(25e6)));
         // Held at the model, without another window, until rates are forced at 30 s.
         run(&mut p, 2, 25, 1.0);
         assert_eq!(assumed(&mut p, at(2)), None);

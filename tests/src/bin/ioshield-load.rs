@@ -48,6 +48,8 @@ enum Command {
     Commit(Common),
     /// The commit once a second (4 kB/s): a light appender.
     Appender(Common),
+    /// Write 1 MiB through the page cache, no sync, sleep 100 ms (10 MB/s: a download).
+    Bulk(Common),
     /// Write chunks through the page cache without pause.
     Offender {
         /// File to write (with --threads, FILE.0, FILE.1, ...).
@@ -108,6 +110,7 @@ fn run(cli: Cli) -> Result<()> {
             innocent::run(Innocent::Appender, c.duration, &c.dir)?,
             c.out,
         ),
+        Command::Bulk(c) => (innocent::run(Innocent::Bulk, c.duration, &c.dir)?, c.out),
         Command::Offender {
             file,
             delay,

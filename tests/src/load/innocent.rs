@@ -2,7 +2,7 @@
 //! cycle ended. Any extra time is a stall caused by someone else.
 use std::{
     fs::{self, File, OpenOptions},
-    io::Write as _,
+    io::{Seek as _, SeekFrom, Write as _},
     path::{Path, PathBuf},
     thread,
     time::Duration,
@@ -28,6 +28,11 @@ pub enum Innocent {
     /// The same commit once a second (4 kB/s): a light appender, such as a mail or chat
     /// client's database, which writes too little for the smoothed rates to keep.
     Appender,
+    /// Writes 1 MiB through the page cache, no sync, sleeps 100 ms (10 MB/s, over a file of
+    /// 64 MiB written round): a download, a build's objects. Enough dirtying to enter the
+    /// kernel's dirty throttling, so its pauses show it, and the machine-wide dirty limit
+    /// that a slow disk's backlog can reach.
+    Bulk,
 }
 
 impl Innocent {
@@ -38,13 +43,14 @@ impl Innocent {
             Innocent::Multiwrite => "multiwrite",
             Innocent::Commit => "commit",
             Innocent::Appender => "appender",
+            Innocent::Bulk => "bulk",
         }
     }
 
     pub fn nominal(self) -> Duration {
         match self {
             Innocent::Control | Innocent::Write => Duration::from_millis(50),
-            Innocent::Multiwrite | Innocent::Commit => Duration::from_millis(100),
+            Innocent::Multiwrite | Innocent::Commit | Innocent::Bulk => Duration::from_millis(100),
             Innocent::Appender => Duration::from_secs(1),
         }
     }
@@ -53,6 +59,9 @@ impl Innocent {
 const PAYLOAD: &[u8] = b"hello\n";
 /// One database page per commit.
 const COMMIT_BYTES: usize = 4096;
+/// The bulk writer's write, and the size of the file it writes round.
+const BULK_BYTES: usize = 1 << 20;
+const BULK_FILE_BYTES: u64 = 64 << 20;
 
 /// Runs `load` for `duration` (or until SIGTERM) in `dir`, which the write loads write into.
 pub fn run(load: Innocent, duration: Duration, dir: &Path) -> Result<LoadRecord> {
@@ -91,12 +100,13 @@ struct Work {
 impl Work {
     fn open(load: Innocent, dir: &Path) -> Result<Self> {
         let open_file = match load {
-            Innocent::Write | Innocent::Commit | Innocent::Appender => {
+            Innocent::Write | Innocent::Commit | Innocent::Appender | Innocent::Bulk => {
                 let path = dir.join(format!("{}-{}.log", load.name(), std::process::id()));
                 Some(
                     OpenOptions::new()
                         .create(true)
-                        .append(true)
+                        .write(true)
+                        .append(load != Innocent::Bulk)
                         .open(&path)
                         .with_context(|| format!("opening {}", path.display()))?,
                 )
@@ -134,6 +144,14 @@ impl Work {
                 f.sync_data().context("commit load: fdatasync")?;
                 self.bytes += COMMIT_BYTES as u64;
             }
+            Innocent::Bulk => {
+                let f = self.open_file.as_mut().expect("opened for the bulk load");
+                if self.bytes.is_multiple_of(BULK_FILE_BYTES) {
+                    f.seek(SeekFrom::Start(0)).context("bulk load: seek")?;
+                }
+                f.write_all(&[b'b'; BULK_BYTES]).context("bulk load")?;
+                self.bytes += BULK_BYTES as u64;
+            }
             Innocent::Multiwrite => {
                 let path = self.dir.join(format!("f{}", self.created));
                 let mut f =
@@ -145,5 +163,27 @@ impl Work {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The bulk writer writes its file round: what it keeps on the disk stays bounded however
+    /// long it runs, while every write counts.
+    #[test]
+    fn the_bulk_writer_writes_its_file_round() {
+        let dir = std::env::temp_dir().join(format!("ioshield-bulk-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let mut work = Work::open(Innocent::Bulk, &dir).unwrap();
+        let cycles = BULK_FILE_BYTES as usize / BULK_BYTES + 3;
+        for _ in 0..cycles {
+            work.cycle().unwrap();
+        }
+        assert_eq!(work.bytes, (cycles * BULK_BYTES) as u64);
+        let file = dir.join(format!("bulk-{}.log", std::process::id()));
+        assert_eq!(fs::metadata(&file).unwrap().len(), BULK_FILE_BYTES);
+        fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,7 +11,7 @@ use super::{
 };
 
 /// The loads the tables compare; `control` does no I/O and only shows the host's noise.
-const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit", "appender"];
+const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit", "appender", "bulk"];
 
 pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let mut md = String::new();

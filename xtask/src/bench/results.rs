@@ -7,7 +7,14 @@ use ioshield_tests::load::record::LoadRecord;
 use super::matrix::Plan;
 
 /// The innocent loads, in the order tables list them.
-pub const LOADS: &[&str] = &["control", "write", "multiwrite", "commit", "appender"];
+pub const LOADS: &[&str] = &[
+    "control",
+    "write",
+    "multiwrite",
+    "commit",
+    "appender",
+    "bulk",
+];
 /// Loads every run has; `commit` came later, and runs without it still count; a scenario may
 /// run others in place of `multiwrite` and `commit` (`loads = control write appender`).
 const REQUIRED_LOADS: usize = 2;
