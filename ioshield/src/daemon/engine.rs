@@ -21,6 +21,7 @@ use crate::{
     act::{Actuator, CgroupAction, Method, iocost, method::method_for},
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
+        backlog::Backlogs,
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
         company::{self, Company},
         drain::{self, Verdict},
@@ -82,6 +83,8 @@ pub struct Engine {
     bursts: Vec<(Disk, Burst)>,
     ignored_bursts: HashMap<u32, Instant>,
     guards: BacklogGuards,
+    /// Each disk's part of the machine's dirty memory, for the backlog trigger.
+    backlogs: Backlogs,
     /// The users whose processes write, whose own systemd is reached ahead.
     user_links: UserLinks,
     pub metrics: Metrics,
@@ -118,6 +121,7 @@ impl Engine {
             identities: HashMap::new(),
             bursts: Vec::new(),
             ignored_bursts: HashMap::new(),
+            backlogs: Backlogs::default(),
             guards: BacklogGuards::default(),
             user_links: UserLinks::new(Instant::now()),
             metrics: Metrics::new(),
@@ -329,10 +333,10 @@ impl Engine {
         }
         self.keep_speeds();
         self.speeds.save(false);
-        // The global dirty + writeback memory, not the bdi's own figure: before 6.10 debugfs
-        // counts only the root cgroup's writeback there, which reads near zero when every
-        // process lives in a child cgroup (bench on 6.1: 200 MB dirty, the trigger never fired).
+        // The released writers' iocost lingers while the machine holds a backlog at all; the
+        // backlog trigger weighs each disk's own part of it.
         let backlog = (sample.dirty.dirty_bytes + sample.dirty.writeback_bytes) as f64;
+        self.backlogs.observe(&sample);
 
         let mut disks = self.rates.disks();
         disks.extend(
@@ -346,6 +350,7 @@ impl Engine {
         disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
+            let backlog = self.backlogs.of(disk.id);
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
@@ -547,8 +552,8 @@ impl Engine {
             .flatten()
             .filter_map(|p| scores.own.get(p))
             .sum();
-        // The backlog trigger also needs this disk's top writer to be active (policy.rs), so
-        // other disks' backlog does not restrict an idle one.
+        // The backlog trigger also needs this disk's top writer to be active (policy.rs): its
+        // part of the machine's backlog is an estimate (detect/backlog.rs).
         let inputs = Inputs {
             now,
             offender: candidate,
