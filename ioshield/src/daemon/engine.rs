@@ -40,6 +40,18 @@ use crate::{
     },
 };
 
+/// A disk's part of the machine's backlog, and whether the disk is busy writing.
+#[derive(Clone, Copy, Debug)]
+struct DiskBacklog {
+    bytes: f64,
+    behind: bool,
+}
+
+/// Writes in flight on average over a tick from which a disk counts as busy writing its backlog:
+/// the 10 MB/s stick flushing a copy kept 9-21 (docs/bench/stick.md), the fast disk taking a
+/// 10 MB/s download as it came 0.04-0.08 (the speed probe's lines in the stop 51 bulk bench).
+const BEHIND_QUEUE: f64 = 1.0;
+
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
 /// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
@@ -350,7 +362,12 @@ impl Engine {
         disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
-            let backlog = self.backlogs.of(disk.id);
+            let backlog = DiskBacklog {
+                bytes: self.backlogs.of(disk.id),
+                behind: sample.disks.get(&disk.id).is_some_and(|d| {
+                    d.writing() / sample.disks_elapsed.as_secs_f64().max(1e-3) >= BEHIND_QUEUE
+                }),
+            };
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
@@ -442,7 +459,7 @@ impl Engine {
         now: Instant,
         tree: &ProcessTree,
         actuator: &mut Actuator,
-        backlog: f64,
+        backlog: DiskBacklog,
     ) {
         let policy = self.policy(disk);
         // Where the held writer's dirty counts are refreshed, a disk not measured counts as one
@@ -564,7 +581,12 @@ impl Engine {
                 .max(inside),
             held_gone,
             bandwidth: bw,
-            flush_seconds: Some(backlog / bw),
+            // A disk not measured is judged at a guess: its backlog says how long a flush
+            // would take only once the disk is busy writing it. Before, it is dirty data the
+            // kernel keeps unwritten (up to 30 s, or its background threshold) on a disk that
+            // may be far faster than the guess: a download of 10 MB/s to the fast system disk
+            // was restricted for a backlog "of 2.6 s" that the disk had not begun to write.
+            flush_seconds: (estimate.capacity || backlog.behind).then(|| backlog.bytes / bw),
             burst,
         };
         let decision = rt.state.step(&inputs, &policy);
