@@ -2,6 +2,7 @@
 //! BPF programs load and count on that kernel; the short stall runs prove the test bed still
 //! reproduces the stall and that a mitigation removes it (compared within the same job, since
 //! the shared host makes absolute numbers noisy).
+mod desktop;
 mod fast_disk;
 mod smoke;
 
@@ -178,6 +179,16 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield memory.high beside others",
                 tightened_beside_others(&dir.join("ioshield"), &held),
             );
+            // A copy to a stick beside a desktop writing to its own disk: only the copy is
+            // restricted, not the download on the system disk (docs/bench/stick.md).
+            let desktop = stall_at(
+                "ioshield-desktop",
+                "ioshield",
+                desktop::ENV,
+                Some(desktop::STICK_BPS),
+            )
+            .and_then(|_| desktop::only_the_stick_restricted(&dir.join("ioshield-desktop")));
+            report(series, "ioshield-desktop stick", desktop);
             // The cgroup set-up a restriction needs was there before the first writer: made
             // at the first restriction it took 28-76 ms while the offender went on dirtying.
             report(
