@@ -47,10 +47,12 @@ struct DiskBacklog {
     behind: bool,
 }
 
-/// Writes in flight on average over a tick from which a disk counts as busy writing its backlog:
-/// the 10 MB/s stick flushing a copy kept 9-21 (docs/bench/stick.md), the fast disk taking a
-/// 10 MB/s download as it came 0.04-0.08 (the speed probe's lines in the stop 51 bulk bench).
-const BEHIND_QUEUE: f64 = 1.0;
+/// Writes in flight on average over a tick from which a disk counts as busy writing its backlog.
+/// A disk kept writing has one or more: the bed's 30 MB/s disk held at 25 MB/s 1.3-1.6
+/// (docs/bench/speed-probe.md), the 10 MB/s stick 9-21 (docs/bench/stick.md); the fast disk
+/// taking a 10 MB/s download as it came had 0.04-0.08 (its speed probe's lines in the stop 51
+/// bulk bench). Half of one leaves room for a busy disk's short gaps.
+const BEHIND_QUEUE: f64 = 0.5;
 
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
