@@ -1,10 +1,12 @@
 //! `cargo xtask bench`: the stall benchmark (an offender flooding the page cache while small innocent writers are timed) as a matrix (scenario x kernel x
 //! repeat) of `tests/vm/stall.sh` runs, summarised as a markdown table of medians and spreads
-//! with ratios to the unmitigated run of the same bench, a JSON file of every run, and a PNG
-//! timeline per scenario and kernel.
+//! with ratios to the unmitigated run of the same bench, a JSON file of every run, a PNG
+//! timeline per scenario and kernel, and each kernel's frontier (pause against the writer's
+//! speed) as a table and a PNG.
 //!
 //! Each run is a boot of the vm runner with one ioshield binary, built once at the start, so
 //! that the whole matrix measures the same daemon even while the tree changes.
+mod frontier;
 mod matrix;
 mod plot;
 mod report;
@@ -120,6 +122,9 @@ pub fn main(args: BenchArgs) -> Result<()> {
     }
     for png in plot::timelines(&plan, &runs)? {
         eprintln!("xtask: bench: timeline {}", png.display());
+    }
+    for png in plot::frontiers(&plan, &runs, report::TABLE_LOADS)? {
+        eprintln!("xtask: bench: frontier {}", png.display());
     }
     eprintln!("xtask: bench: table in {}", out.join("bench.md").display());
     Ok(())

@@ -9,7 +9,7 @@ use plotters::{
     style::{FontStyle, register_font},
 };
 
-use super::{matrix::Plan, results::Run};
+use super::{frontier, matrix::Plan, results::Run};
 
 /// Read at run time (Debian's fonts-dejavu-core) so the build needs no font files or
 /// fontconfig; ab_glyph renders it.
@@ -40,6 +40,151 @@ pub fn timelines(plan: &Plan, runs: &[Run]) -> Result<Vec<PathBuf>> {
         }
     }
     Ok(written)
+}
+
+/// One PNG per kernel (`frontier-KERNEL.png`): each scenario's innocents' longest pause (median,
+/// the bar from the best to the worst run) against its offender's speed x none.
+pub fn frontiers(plan: &Plan, runs: &[Run], innocents: &[&str]) -> Result<Vec<PathBuf>> {
+    register()?;
+    let mut written = Vec::new();
+    for kernel in &plan.kernels {
+        let points = frontier::points(&plan.scenarios, kernel, runs, innocents);
+        if points.iter().all(|p| p.speed.is_none()) {
+            continue;
+        }
+        let path = plan.out.join(format!("frontier-{kernel}.png"));
+        draw_frontier(kernel, &points, &path)
+            .with_context(|| format!("drawing {}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+const PALETTE: &[RGBColor] = &[
+    RGBColor(0, 0, 0),
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+/// Issue 10's targets, drawn as lines: every innocent pause under 0.25 s, the offender at 0.8 of
+/// its unmitigated speed or more.
+const TARGET_PAUSE_S: f64 = 0.25;
+const TARGET_SPEED: f64 = 0.8;
+
+/// Legends longer than this are cut: a scenario that presets iocost spells out its lines.
+const LABEL_CHARS: usize = 90;
+
+fn draw_frontier(kernel: &str, points: &[frontier::Point], path: &std::path::Path) -> Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow!("{e}");
+    let shown: Vec<(&frontier::Point, f64)> = points
+        .iter()
+        .filter_map(|p| p.speed.map(|s| (p, s)))
+        .collect();
+    let x_max = shown.iter().map(|(_, s)| *s).fold(1.2, f64::max) * 1.1;
+    // Pauses span 0.01 s to several seconds: a log scale keeps both ends readable.
+    let y_min = shown
+        .iter()
+        .map(|(p, _)| p.pause.min)
+        .fold(0.05, f64::min)
+        .max(0.005)
+        * 0.8;
+    let y_max = shown.iter().map(|(p, _)| p.pause.max).fold(1.0, f64::max) * 1.5;
+    let root = BitMapBackend::new(path, (1200, 900)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    // The legend below the chart: scenario names are long, and any corner of the chart may
+    // hold a point.
+    let legend_height = 30 + 22 * shown.len() as u32;
+    let (top, bottom) = root.split_vertically(900 - legend_height.min(400));
+    let mut chart = ChartBuilder::on(&top)
+        .caption(
+            format!("{kernel}: the innocents' longest pause against the offender's speed"),
+            ("sans-serif", 22),
+        )
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..x_max, (y_min..y_max).log_scale())
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .y_desc("innocents' longest pause s (median; bar: best to worst run)")
+        .x_desc("offender's speed x none (same bench)")
+        .draw()
+        .map_err(|e| err(&e))?;
+    // Issue 10's targets: every pause under 0.25 s, the writer at 0.8 of its speed or more.
+    let target = RGBColor(120, 120, 120);
+    chart
+        .draw_series([
+            PathElement::new(vec![(0.0, TARGET_PAUSE_S), (x_max, TARGET_PAUSE_S)], target),
+            PathElement::new(vec![(TARGET_SPEED, y_min), (TARGET_SPEED, y_max)], target),
+        ])
+        .map_err(|e| err(&e))?;
+    chart
+        .draw_series(std::iter::once(Text::new(
+            format!("target: {TARGET_PAUSE_S} s, {TARGET_SPEED}x"),
+            (TARGET_SPEED + 0.01, TARGET_PAUSE_S * 1.05),
+            ("sans-serif", 14).into_font().color(&target),
+        )))
+        .map_err(|e| err(&e))?;
+    for (i, (p, speed)) in shown.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let speed = *speed;
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(speed, p.pause.min), (speed, p.pause.max)],
+                color.stroke_width(2),
+            )))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(
+                EmptyElement::at((speed, p.pause.median))
+                    + Circle::new((0, 0), 6, color.filled())
+                    + Text::new(
+                        format!("{}", i + 1),
+                        (8, -18),
+                        ("sans-serif", 16).into_font().color(&color),
+                    ),
+            ))
+            .map_err(|e| err(&e))?;
+    }
+    let font = ("sans-serif", 15).into_font();
+    for (i, (p, speed)) in shown.iter().enumerate() {
+        let color = PALETTE[i % PALETTE.len()];
+        let mut name: String = p.scenario.chars().take(LABEL_CHARS).collect();
+        if p.scenario.chars().count() > LABEL_CHARS {
+            name.push_str("...");
+        }
+        let on = if p.beaten_by.is_none() {
+            ", on the frontier"
+        } else {
+            ""
+        };
+        let y = 10 + 22 * i as i32;
+        bottom
+            .draw(&Circle::new((30, y + 8), 5, color.filled()))
+            .map_err(|e| err(&e))?;
+        bottom
+            .draw(&Text::new(
+                format!(
+                    "{}: {name} ({:.2} s, {speed:.2}x{on})",
+                    i + 1,
+                    p.pause.median
+                ),
+                (45, y),
+                font.clone().color(&BLACK),
+            ))
+            .map_err(|e| err(&e))?;
+    }
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
 }
 
 fn register() -> Result<()> {

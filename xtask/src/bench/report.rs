@@ -5,13 +5,14 @@ use anyhow::Result;
 use serde_json::json;
 
 use super::{
+    frontier,
     matrix::Plan,
     results::{LOADS, Phase, Run},
     stats::{Summary, summarize},
 };
 
 /// The loads the tables compare; `control` does no I/O and only shows the host's noise.
-const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit", "appender", "bulk"];
+pub const TABLE_LOADS: &[&str] = &["write", "multiwrite", "commit", "appender", "bulk"];
 
 pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
     let mut md = String::new();
@@ -103,6 +104,7 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
             md.push('\n');
         }
         offender_section(&mut md, plan, kernel, runs);
+        frontier_section(&mut md, plan, kernel, runs);
         daemon_section(&mut md, plan, kernel, runs);
         phase_section(&mut md, kernel, runs);
     }
@@ -166,6 +168,37 @@ fn offender_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
             "| {scenario} | {} | {} |{times}",
             r.show(1e-6, 1),
             ratio(Some(&r), none.as_ref())
+        );
+    }
+    md.push('\n');
+}
+
+/// The trade in one table: each scenario's innocents' longest pause against the writer's speed,
+/// and which scenario beats it on both (none: it is on the frontier).
+fn frontier_section(md: &mut String, plan: &Plan, kernel: &str, runs: &[Run]) {
+    let points = frontier::points(&plan.scenarios, kernel, runs, TABLE_LOADS);
+    if points.iter().all(|p| p.speed.is_none()) {
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "## {kernel}, the frontier
+
+Each run's longest pause of any innocent load ({}), \
+         median (min-max) over the runs, against the offender's speed x none; a scenario is \
+         off the frontier when another one's median pause is no longer and its offender no \
+         slower, better in one of the two. The same in `frontier-{kernel}.png`.\n\n\
+         | scenario | innocents' longest pause s | offender x none | beaten by |\n|---|---|---|---|",
+        TABLE_LOADS.join(", ")
+    );
+    for p in points {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} |",
+            p.scenario,
+            p.pause.show(1.0, 2),
+            p.speed.map_or("-".into(), |s| format!("{s:.2}")),
+            p.beaten_by.as_deref().unwrap_or("- (on the frontier)")
         );
     }
     md.push('\n');

@@ -93,6 +93,31 @@ impl Run {
     }
 }
 
+#[cfg(test)]
+impl Run {
+    /// A run with nothing measured, for tests to fill in.
+    pub fn empty(scenario: &str, kernel: &str) -> Run {
+        Run {
+            scenario: scenario.to_string(),
+            kernel: kernel.to_string(),
+            repeat: 0,
+            loads: Vec::new(),
+            detect_latency_s: None,
+            daemon_cpu_percent: None,
+            daemon_rss_bytes: None,
+            daemon_rss_peak_bytes: None,
+            timeline: Vec::new(),
+            offender: None,
+            offender_bytes_per_sec: None,
+            offender_exited_after_s: None,
+            actions: Vec::new(),
+            measured_after_s: None,
+            phases: Vec::new(),
+            bpf: Vec::new(),
+        }
+    }
+}
+
 /// What the daemon's restriction of the offender was doing, by its log: where the innocents'
 /// pauses begin says which part of a restriction costs them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -554,24 +579,7 @@ mod tests {
     }
 
     fn empty_run() -> Run {
-        Run {
-            scenario: String::new(),
-            kernel: String::new(),
-            repeat: 0,
-            loads: Vec::new(),
-            detect_latency_s: None,
-            daemon_cpu_percent: None,
-            daemon_rss_bytes: None,
-            daemon_rss_peak_bytes: None,
-            timeline: Vec::new(),
-            offender: None,
-            offender_bytes_per_sec: None,
-            offender_exited_after_s: None,
-            actions: Vec::new(),
-            measured_after_s: None,
-            phases: Vec::new(),
-            bpf: Vec::new(),
-        }
+        Run::empty("", "")
     }
 
     #[test]
