@@ -65,6 +65,7 @@ pub fn points(scenarios: &[String], kernel: &str, runs: &[Run], innocents: &[&st
     points
 }
 
+/// One scenario's runs on one kernel.
 fn of<'a>(runs: &'a [Run], kernel: &'a str, scenario: &'a str) -> impl Iterator<Item = &'a Run> {
     runs.iter()
         .filter(move |r| r.kernel == kernel && r.scenario == scenario)

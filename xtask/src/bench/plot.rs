@@ -119,7 +119,6 @@ fn draw_frontier(kernel: &str, points: &[frontier::Point], path: &std::path::Pat
         .x_desc("offender's speed x none (same bench)")
         .draw()
         .map_err(|e| err(&e))?;
-    // Issue 10's targets: every pause under 0.25 s, the writer at 0.8 of its speed or more.
     let target = RGBColor(120, 120, 120);
     chart
         .draw_series([
