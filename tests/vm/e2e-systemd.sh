@@ -792,6 +792,14 @@ XRESTRICT=$(journal_since "$T21" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-default-write-limit "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on copy-with-ioshield-default.service itself"'
+# Each copy service ended, and systemd unloaded it, before its restriction was released: the
+# settings ioshield gave it went with it (no runtime drop-in left), so its undo has nothing to
+# do and must not stay pending (it did, retried at every release and after every restart).
+wait_for 30 eval 'journal_since "$T21" | grep -q "^release pid [0-9]* (dd) "'
+check gone-unit-settings-gone "left: $(ls -d /run/systemd/system.control/copy-*.service.d 2>&1 | tr '\n' ' ')" \
+    eval '! ls -d /run/systemd/system.control/copy-*.service.d > /dev/null 2>&1'
+check gone-unit-not-pending "$(journal_since "$T20" | grep -m2 'NoSuchUnit' | tr '\n' '|') $(ioshield status 2>&1 | grep 'undo pending')" \
+    eval '! journal_since "$T20" | grep -q "NoSuchUnit" && ! ioshield status 2>&1 | grep -q "undo pending"'
 
 # --- measured: an untar of many small files as a service, shipped defaults ------------------
 # `tar x` of 8192 files of 32 KiB (from a tarball in memory) as a system service, then `sync`,

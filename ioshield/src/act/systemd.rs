@@ -532,13 +532,15 @@ impl Systemd {
     }
 
     /// Puts back `previous` exactly: an empty list first resets every write limit of the
-    /// unit (ours included), then each entry it had is set again.
+    /// unit (ours included), then each entry it had is set again. A unit systemd no longer
+    /// knows has nothing left to put back ([`Restored::UnitGone`]); one it can load again from
+    /// its unit file (a service that stopped) is loaded and restored.
     pub async fn restore_unit_limits(
         &self,
         m: Manager,
         unit: &str,
         previous: &UnitLimits,
-    ) -> Result<()> {
+    ) -> Result<Restored> {
         let mut props: Vec<(&str, Value<'_>)> = vec![(
             "IOWriteBandwidthMax",
             Value::new(Vec::<(String, u64)>::new()),
@@ -553,8 +555,17 @@ impl Systemd {
         if let Some(w) = previous.io_weight {
             props.push(("IOWeight", Value::from(w)));
         }
-        self.set_runtime_properties(m, unit, &props, "restoring")
-            .await
+        let set = match self.manager(m).await {
+            Ok(p) => match p.set_unit_properties(unit, true, &props).await {
+                Ok(()) => Ok(Restored::Yes),
+                Err(e) if no_such_unit(&e) => Ok(Restored::UnitGone),
+                Err(e) => {
+                    Err(anyhow::Error::new(e).context(format!("restoring the limits of {unit}")))
+                }
+            },
+            Err(e) => Err(e),
+        };
+        self.checked(m, set)
     }
 
     /// `SetUnitProperties(runtime)`; `doing` names the change in the error ("setting").
@@ -639,11 +650,7 @@ impl Systemd {
         let asked = match self.manager(m).await {
             Ok(p) => match p.get_unit(unit).await {
                 Ok(_) => Ok(true),
-                Err(zbus::Error::MethodError(name, _, _))
-                    if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit" =>
-                {
-                    Ok(false)
-                }
+                Err(e) if no_such_unit(&e) => Ok(false),
                 Err(e) => Err(anyhow::Error::new(e).context(format!("looking up {unit}"))),
             },
             Err(e) => Err(e),
@@ -676,6 +683,24 @@ impl Systemd {
         self.set_runtime_properties(m, unit, &props, "lifting")
             .await
     }
+}
+
+/// What restoring a unit's limits came to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Restored {
+    Yes,
+    /// systemd knows no unit of that name any more: a transient unit (`systemd-run`, a scope)
+    /// is unloaded once it stopped, and its runtime settings, ours included, go with it. Kept
+    /// pending instead, such an undo failed at every release and every 5 minutes for as long as
+    /// the daemon ran, and again after each restart (seen in the e2e: the copy services of
+    /// `systemd-run --wait`, gone before their release).
+    UnitGone,
+}
+
+/// Whether `e` is systemd's own answer that it has no unit of that name (and cannot load one).
+fn no_such_unit(e: &zbus::Error) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _)
+        if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit")
 }
 
 /// The object path systemd gives `unit`: its name with every character other than a letter
@@ -744,6 +769,34 @@ fn is_default(value: &Value<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn method_error(name: &str) -> zbus::Error {
+        let reply = zbus::Message::method_call("/org/freedesktop/systemd1", "SetUnitProperties")
+            .and_then(|b| b.build(&()))
+            .expect("a message");
+        zbus::Error::MethodError(
+            zbus::names::OwnedErrorName::try_from(name).expect("an error name"),
+            Some("Unit copy.service not found.".into()),
+            reply,
+        )
+    }
+
+    #[test]
+    fn only_systemds_no_such_unit_answer_says_a_unit_is_gone() {
+        assert!(no_such_unit(&method_error(
+            "org.freedesktop.systemd1.NoSuchUnit"
+        )));
+        // Refused or failed: the unit is there, its undo stays pending.
+        assert!(!no_such_unit(&method_error(
+            "org.freedesktop.DBus.Error.AccessDenied"
+        )));
+        assert!(!no_such_unit(&method_error(
+            "org.freedesktop.systemd1.UnitMasked"
+        )));
+        assert!(!no_such_unit(&zbus::Error::InputOutput(
+            std::io::Error::other("bus gone").into()
+        )));
+    }
 
     #[test]
     fn the_bridge_address_runs_the_bridge_as_the_user() {

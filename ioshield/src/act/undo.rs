@@ -6,7 +6,12 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use super::{Actuator, UndoReport, cgroup::Cgroupfs, identity, ioprio, systemd::Systemd};
+use super::{
+    Actuator, UndoReport,
+    cgroup::Cgroupfs,
+    identity, ioprio,
+    systemd::{Restored, Systemd},
+};
 use crate::{
     journal::{Change, Identity},
     system::cgroups,
@@ -87,7 +92,8 @@ impl Actuator {
                     Some(_) if Systemd::manager_gone(*user) => r.vanished += 1,
                     Some(systemd) => match systemd.restore_unit_limits(*user, unit, previous).await
                     {
-                        Ok(()) => r.restored += 1,
+                        Ok(Restored::Yes) => r.restored += 1,
+                        Ok(Restored::UnitGone) => r.vanished += 1,
                         Err(e) => r.fail(c, format!("{e:#}")),
                     },
                     None => r.fail(
