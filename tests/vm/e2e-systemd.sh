@@ -764,6 +764,8 @@ beside_commit() {
 cross_slice() {
     local label=$1 slice=${2:-user.slice}
     rm -f "$DATA/copy"
+    # The copy's MemoryHigh= well into the copy (restricted in its first second).
+    (sleep 9; systemctl show -P MemoryHigh "copy-$label.service" > "$RESULTS/memory-high-$label") &
     beside_commit "cross-slice $label" "dd 400 MB in $slice" 419430400 \
         systemd-run --wait --quiet --slice="$slice" --unit="copy-$label" \
         dd if=/dev/zero of="$DATA/copy" bs=1M count=400 conv=fsync
@@ -792,6 +794,15 @@ XRESTRICT=$(journal_since "$T21" | grep -m1 "^restrict pid [0-9]* (dd) ")
 log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-default-write-limit "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on copy-with-ioshield-default.service itself"'
+# In place, the copy's MemoryHigh= was asked no lower than what the unit held at the restriction
+# (23-34 MB where 8 MiB was meant, for the whole copy, until stop 53): the daemon lowers it over
+# the written pages afterwards.
+for label in with-ioshield-iocost with-ioshield-default; do
+    mh=$(cat "$RESULTS/memory-high-$label" 2> /dev/null)
+    log "copy-$label.service MemoryHigh 9 s into the copy: ${mh:-not read}; $(journal_since "$T20" | grep -m3 "^copy-$label.service: memory.high" | tr '\n' '|')"
+    check "memory-high-followed-$label" "MemoryHigh ${mh:-not read} > 16 MiB 9 s into the copy" \
+        eval 'test -n "$mh" && test "$mh" -le 16777216'
+done
 # Each copy service ended, and systemd unloaded it, before its restriction was released: the
 # settings ioshield gave it went with it (no runtime drop-in left), so its undo has nothing to
 # do and must not stay pending (it did, retried at every release and after every restart).
@@ -839,6 +850,37 @@ check untar-lightened-under-write-limit \
     eval 'echo "$UNTAR" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on untar-with-ioshield-default.service itself" &&
         echo "$LIGHT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s MemoryHigh=128M through systemd"'
 rm -f "$SMALL_TAR"
+
+# --- a held writer whose processes then need memory (a build's compiler) --------------------
+# A service writes 150 MB (restricted in place: MemoryHigh= for its page cache), then a child
+# allocates 256 MiB. MemoryHigh= counts all of it: kept at the budget alone, the kernel would put
+# the allocating process to sleep for up to 2 s every 256 KiB it is over (half an hour for this
+# one; `timeout` ends it at 60 s). The daemon lifts MemoryHigh= at its next tick once the unit
+# holds more of its own than its page cache budget; the write limit alone holds it then.
+# Seconds to allocate (and fill) 256 MiB, printed; nothing if killed at 60 s (perl-base has no
+# Time::HiRes: timed by date).
+cat > /run/alloc.sh << 'ALLOC'
+t0=$(date +%s.%N)
+timeout 60 perl -e 'my $x = "x" x (256 << 20); exit 0' || exit 1
+t1=$(date +%s.%N)
+echo "$t0 $t1" | awk '{ printf "%.2f\n", $2 - $1 }'
+ALLOC
+ALONE=$(sh /run/alloc.sh)
+T24=$(date +%s)
+rm -f "$DATA/build1" "$DATA/build2"
+systemd-run --wait --quiet --unit=build-like --setenv=DATA="$DATA" --setenv=OUT="$RESULTS/build-alloc" \
+    sh -c 'dd if=/dev/zero of="$DATA/build1" bs=1M count=150 status=none
+        sh /run/alloc.sh > "$OUT" 2>&1
+        dd if=/dev/zero of="$DATA/build2" bs=1M count=50 status=none' > /dev/null 2>&1
+HELD_ALLOC=$(cat "$RESULTS/build-alloc" 2> /dev/null)
+rm -f "$DATA/build1" "$DATA/build2"
+BUILD=$(journal_since "$T24" | grep -m1 "^restrict pid [0-9]* (dd) ")
+log "journal: ${BUILD:-no restrict line for the build-like dd}; $(journal_since "$T24" | grep -m2 "^build-like.service: memory.high" | tr '\n' '|')"
+echo "MEASURE build-like: 256 MiB allocated in ${HELD_ALLOC:-nothing (killed at 60 s)} s held, ${ALONE:-?} s alone" | tee -a "$CHECKS"
+check build-like-restricted "${BUILD:-no 'restrict pid ... (dd)' line}" \
+    eval 'echo "$BUILD" | grep -q "MemoryHigh=[0-9]*M on build-like.service itself"'
+check memory-follows-the-build "256 MiB allocated in ${HELD_ALLOC:-nothing, killed at 60 s} s held (alone: ${ALONE:-?} s)" \
+    eval 'awk -v t="${HELD_ALLOC:-x}" "BEGIN { exit !(t ~ /^[0-9.]+\$/ && t < 10) }"'
 iocost_config on
 
 # --- the system bus restarts, then the daemon is killed: the limits still come off -----------

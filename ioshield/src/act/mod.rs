@@ -9,6 +9,7 @@ pub mod identity;
 pub mod iocost;
 mod iocost_writer;
 pub mod ioprio;
+mod memory_follow;
 mod memory_headroom;
 pub mod method;
 mod pending;
@@ -480,10 +481,19 @@ impl Actuator {
                 }
                 let (systemd, laps) = self.systemd_timed()?;
                 systemd
-                    .set_limits(manager, &unit, l, memory_headroom::Writer::Held, laps)
+                    .set_limits(
+                        manager,
+                        &unit,
+                        unit_cgroup.as_deref(),
+                        l,
+                        memory_headroom::Writer::Held,
+                        laps,
+                    )
                     .await?;
                 let pending = self.begin_unit_hold(id, l)?;
-                *l = self.hold_unit(manager, &unit, l.clone(), pending).await?;
+                *l = self
+                    .hold_unit(manager, &unit, unit_cgroup.as_deref(), l.clone(), pending)
+                    .await?;
             }
             // A different kind of action (the configuration changed): kept until release.
             _ => return Ok(None),

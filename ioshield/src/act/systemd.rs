@@ -3,6 +3,8 @@
 //! only into transient scopes it creates (`StartTransientUnit` with `PIDs`). systemd refuses to
 //! move processes back into units without `Delegate=yes`, so a split-off scope keeps its
 //! processes, limits lifted, until they exit; it is bound to the unit it was split from.
+use std::path::Path;
+
 use anyhow::{Context as _, Result};
 use zbus::{
     Connection,
@@ -10,7 +12,7 @@ use zbus::{
 };
 
 use super::{
-    memory_headroom::{Writer, memory_high_to_ask},
+    memory_headroom::{Writer, memory_high_for, memory_high_to_ask},
     method::{ScopeLimits, WriteControl},
     stopwatch::Stopwatch,
 };
@@ -587,13 +589,16 @@ impl Systemd {
     }
 
     /// Sets the unit's write limit on the disk, or its weight (then without a write limit), and
-    /// its MemoryHigh (none: unlimited). A write limit leaves the weight as it is: the undo puts
-    /// back the one the unit had. `writer`: whether the unit's writer is held already.
-    /// `laps` times its steps.
+    /// its MemoryHigh (none: unlimited): the page cache budget on top of what the unit's cgroup
+    /// (`cgroup`, in the hierarchy) holds besides page cache ([`memory_high_for`]). A write
+    /// limit leaves the weight as it is: the undo puts back the one the unit had. `writer`:
+    /// whether the unit's writer is held already. `laps` times its steps.
+    #[allow(clippy::too_many_arguments)]
     pub async fn set_limits(
         &self,
         m: Manager,
         unit: &str,
+        cgroup: Option<&Path>,
         limits: &ScopeLimits,
         writer: Writer,
         laps: &mut Stopwatch,
@@ -602,22 +607,30 @@ impl Systemd {
         // reclaim the difference synchronously, dirty pages included: seconds under a
         // backlog, during which systemd answers nobody (seen in the e2e: SetUnitProperties
         // timed out). Never ask for less than the unit will hold when systemd writes it: the
-        // offender's own allocations then meet the limit, in its own context.
-        let memory_high = match (limits.memory_high, self.memory_current(m, unit).await) {
-            (Some(high), Some(now)) => {
-                let ask = memory_high_to_ask(high, now, writer);
-                if ask != high {
+        // offender's own allocations then meet the limit, in its own context; the daemon
+        // lowers it over clean pages later (`Actuator::follow_memory`).
+        let used = cgroup.and_then(|cg| cgroups::memory_use(&self.hierarchy().abs(cg)));
+        let current = match used {
+            Some(u) => Some(u.current),
+            None if limits.memory_high.is_some() => self.memory_current(m, unit).await,
+            None => None,
+        };
+        let memory_high = match (limits.memory_high, current) {
+            (Some(budget), Some(now)) => {
+                let wanted = memory_high_for(budget, used);
+                let ask = memory_high_to_ask(wanted, now, writer);
+                if ask != wanted {
                     tracing::info!(
                         "{unit}: MemoryHigh set at {} rather than {}: it holds {} (systemd \
                          would reclaim the difference itself, answering nobody meanwhile)",
                         crate::display::show_bytes(ask),
-                        crate::display::show_bytes(high),
+                        crate::display::show_bytes(wanted),
                         crate::display::show_bytes(now)
                     );
                 }
                 Some(ask)
             }
-            (high, _) => high,
+            (budget, _) => budget.map(|b| memory_high_for(b, used)),
         };
         laps.lap("memory read");
         let props = limit_properties(limits, memory_high);
@@ -626,6 +639,12 @@ impl Systemd {
             .await;
         laps.lap("unit set");
         set
+    }
+
+    /// Sets the unit's `MemoryHigh=` alone (`Actuator::follow_memory`).
+    pub async fn set_memory_high(&self, m: Manager, unit: &str, bytes: u64) -> Result<()> {
+        self.set_runtime_properties(m, unit, &[("MemoryHigh", Value::from(bytes))], "setting")
+            .await
     }
 
     /// What the unit's cgroup holds in memory (`MemoryCurrent`; `u64::MAX` when not known).

@@ -79,11 +79,13 @@ impl Actuator {
         match placement {
             Placement::InPlace { unit, user } => {
                 let pending = self.begin_unit_hold(id, &limits)?;
-                if let Err(e) = self.limit_in_place(id, user, &unit, &limits).await {
+                if let Err(e) = self.limit_in_place(id, user, &unit, &cgroup, &limits).await {
                     self.abandon_hold(id, pending).await;
                     return Err(e);
                 }
-                let limits = self.hold_unit(user, &unit, limits, pending).await?;
+                let limits = self
+                    .hold_unit(user, &unit, Some(&cgroup), limits, pending)
+                    .await?;
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()
@@ -102,13 +104,15 @@ impl Actuator {
                         return Err(e);
                     }
                 };
-                let limits = self.hold_unit(user, &scope, limits, pending).await?;
+                // In the same slice: next to the unit it was split from.
+                let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
+                let limits = self
+                    .hold_unit(user, &scope, Some(&at), limits, pending)
+                    .await?;
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
                 );
-                // In the same slice: next to the unit it was split from.
-                let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
                 Ok(Done::Unit(scope, user, at, what, limits))
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
@@ -130,6 +134,7 @@ impl Actuator {
         id: u64,
         user: Manager,
         unit: &str,
+        cgroup: &Path,
         limits: &ScopeLimits,
     ) -> Result<()> {
         let previous = self.systemd()?.unit_limits(user, unit).await?;
@@ -144,7 +149,7 @@ impl Actuator {
         self.stopwatch.lap("journal");
         let (systemd, laps) = self.systemd_timed()?;
         if let Err(e) = systemd
-            .set_limits(user, unit, limits, Writer::Growing, laps)
+            .set_limits(user, unit, Some(cgroup), limits, Writer::Growing, laps)
             .await
         {
             // A call that timed out may still have been carried out: put the previous values
@@ -209,6 +214,7 @@ impl Actuator {
         &mut self,
         user: Manager,
         unit: &str,
+        cgroup: Option<&Path>,
         limits: ScopeLimits,
         pending: PendingHold,
     ) -> Result<ScopeLimits> {
@@ -218,7 +224,7 @@ impl Actuator {
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
             let (systemd, laps) = self.systemd_timed()?;
             systemd
-                .set_limits(user, unit, &held, Writer::Held, laps)
+                .set_limits(user, unit, cgroup, &held, Writer::Held, laps)
                 .await?;
         }
         Ok(held)

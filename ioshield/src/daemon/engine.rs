@@ -395,6 +395,15 @@ impl Engine {
         for e in &settled.errors {
             tracing::warn!("putting iocost back: {e}");
         }
+        let (followed, errors) = actuator.follow_memory().await;
+        for f in &followed {
+            tracing::info!("{}: {}", f.place, f.describe());
+        }
+        for e in &errors {
+            if self.limit.allow(format!("follow {e}")) {
+                tracing::warn!("following a held writer's memory: {e}");
+            }
+        }
         let retried = actuator.retry_pending().await;
         self.metrics.undone_changes.inc_by(retried.restored as u64);
         if retried.restored > 0 {

@@ -67,6 +67,54 @@ pub fn backlog(dir: &Path) -> Option<u64> {
     parse_backlog(&std::fs::read_to_string(dir.join("memory.stat")).ok()?)
 }
 
+/// What a cgroup (and those below it) holds in memory, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemoryUse {
+    /// `memory.current`: everything charged to it.
+    pub current: u64,
+    /// Its page cache (`file` in `memory.stat`).
+    pub file: u64,
+    /// The part of that page cache dirty or under writeback.
+    pub backlog: u64,
+    /// `memory.high` (`u64::MAX` for "max").
+    pub high: u64,
+}
+
+impl MemoryUse {
+    /// What it holds besides page cache: its processes' anonymous memory, the kernel's for
+    /// them (inodes, dentries, page tables), shared memory.
+    pub fn beside_cache(&self) -> u64 {
+        self.current.saturating_sub(self.file)
+    }
+}
+
+/// What the cgroup at `dir` holds in memory; `None` without the memory controller there.
+pub fn memory_use(dir: &Path) -> Option<MemoryUse> {
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).ok();
+    parse_memory_use(
+        &read("memory.current")?,
+        &read("memory.stat")?,
+        &read("memory.high")?,
+    )
+}
+
+fn parse_memory_use(current: &str, stat: &str, high: &str) -> Option<MemoryUse> {
+    let file = stat.lines().find_map(|l| {
+        l.strip_prefix("file ")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    })?;
+    let high = match high.trim() {
+        "max" => u64::MAX,
+        v => v.parse().ok()?,
+    };
+    Some(MemoryUse {
+        current: current.trim().parse().ok()?,
+        file,
+        backlog: parse_backlog(stat)?,
+        high,
+    })
+}
+
 /// A cgroup's `memory.stat`, kept open and read again for what the read does: the kernel brings
 /// that cgroup's counters up to date before it shows them, among them the dirty and writeback
 /// page counts its dirty throttling goes by. Kept open because the daemon reads it every few
@@ -320,6 +368,34 @@ mod tests {
         assert_eq!(parse_backlog(stat), Some(16384));
         assert_eq!(parse_backlog("anon 1\nfile 2\n"), None);
         assert_eq!(parse_backlog("file_dirty x\n"), None);
+    }
+
+    #[test]
+    fn memory_use_sets_page_cache_apart_from_the_rest() {
+        let stat = "anon 300000000\nfile 8000000\nkernel 2000000\nfile_dirty 3000000\n\
+                    file_writeback 1000000\n";
+        let used = parse_memory_use("310000000\n", stat, "max\n").unwrap();
+        assert_eq!(
+            used,
+            MemoryUse {
+                current: 310_000_000,
+                file: 8_000_000,
+                backlog: 4_000_000,
+                high: u64::MAX,
+            }
+        );
+        assert_eq!(used.beside_cache(), 302_000_000);
+        assert_eq!(
+            parse_memory_use("10\n", stat, "8388608\n").map(|u| u.high),
+            Some(8 << 20)
+        );
+        // A counter the kernel reads back larger than the total (they are flushed apart).
+        assert_eq!(
+            parse_memory_use("1000\n", stat, "max\n").map(|u| u.beside_cache()),
+            Some(0)
+        );
+        assert_eq!(parse_memory_use("x\n", stat, "max\n"), None);
+        assert_eq!(parse_memory_use("10\n", "anon 1\n", "max\n"), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! BPF programs load and count on that kernel; the short stall runs prove the test bed still
 //! reproduces the stall and that a mitigation removes it (compared within the same job, since
 //! the shared host makes absolute numbers noisy).
+mod build_like;
 mod desktop;
 mod fast_disk;
 mod smoke;
@@ -189,6 +190,12 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             )
             .and_then(|_| desktop::only_the_stick_restricted(&dir.join("ioshield-desktop")));
             report(series, "ioshield-desktop stick", desktop);
+            // A held writer whose processes then need memory, as a build's compilers do: its
+            // memory.high is lifted once they hold more than its page cache budget, instead of
+            // the kernel putting every allocation of theirs to sleep (docs/bench/memory-follow.md).
+            let build = runner("ioshield-build", "build-like.sh", &[], None)
+                .and_then(|(status, results)| build_like::memory_followed(&results, status));
+            report(series, "ioshield build memory", build);
             // The cgroup set-up a restriction needs was there before the first writer: made
             // at the first restriction it took 28-76 ms while the offender went on dirtying.
             report(

@@ -1,0 +1,54 @@
+#!/bin/sh
+# A held writer whose processes then need memory, as a build's do (its compilers are forked
+# after the restriction began, into the restriction's cgroup): a shell writes 150 MB to the
+# data disk, gets restricted by the daemon with the shipped configuration (the cgroup action:
+# memory.high for its page cache), then a child of it allocates 256 MiB (busybox dd's buffer),
+# then it writes 50 MB more. memory.high counts all of a cgroup's memory: held at the page cache
+# budget alone, the kernel puts the allocating process to sleep for up to 2 s every 256 KiB it
+# is over. The same allocation is timed alone first.
+# Writes to RESULTS: daemon.log, alloc.txt ("alone S" and "held S", seconds by /proc/uptime;
+# "held" missing if killed at 60 s), restricted.txt (the restriction's cgroup and its
+# memory.high after the allocation). Exits non-zero when the writer was never restricted.
+set -u
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+# Seconds busybox dd takes to allocate and fill a 256 MiB buffer; nothing when killed.
+alloc() {
+    t0=$(uptime_s)
+    timeout 60 dd if=/dev/zero of=/dev/null bs=256M count=1 2> /dev/null || return 1
+    awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.2f\n", b - a }'
+}
+echo "alone $(alloc)" > "$RESULTS/alloc.txt"
+
+CONFIG=/tmp/ioshield.toml
+printf '[daemon]\naction = "cgroup"\ntick = "1s"\nspeeds_file = "%s"\n' "$RESULTS/disks.json" > "$CONFIG"
+ioshield daemon --config "$CONFIG" 2> "$RESULTS/daemon.log" &
+daemon=$!
+waited=0
+while [ "$waited" -lt 600 ] && kill -0 "$daemon" 2> /dev/null \
+    && ! grep -q "ioshield daemon running" "$RESULTS/daemon.log"; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+kill -0 "$daemon" 2> /dev/null || {
+    echo "build-like: the daemon exited early: $(head -n 1 "$RESULTS/daemon.log")"
+    exit 3
+}
+
+(
+    dd if=/dev/zero of="$DATA/build1" bs=1M count=150 2> /dev/null
+    cat /proc/self/cgroup > "$RESULTS/restricted.txt"
+    held=$(alloc) && echo "held $held" >> "$RESULTS/alloc.txt"
+    cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
+    echo "memory.high after: $(cat "/sys/fs/cgroup$cg/memory.high" 2> /dev/null)" >> "$RESULTS/restricted.txt"
+    dd if=/dev/zero of="$DATA/build2" bs=1M count=50 2> /dev/null
+    sync
+)
+kill -TERM "$daemon"
+wait "$daemon"
+rm -f "$DATA/build1" "$DATA/build2"
+cat "$RESULTS/alloc.txt" "$RESULTS/restricted.txt"
+grep -E "restrict pid|memory.high (raised|lowered|lifted)" "$RESULTS/daemon.log" | cut -c1-300
+grep -q "^0::/ioshield/" "$RESULTS/restricted.txt" || {
+    echo "build-like: the writer was never restricted"
+    exit 1
+}
