@@ -1,9 +1,9 @@
 #!/bin/sh
 # A held writer whose processes then need memory, as a build's do (its compilers are forked
-# after the restriction began, into the restriction's cgroup): a shell writes 150 MB to the
-# data disk, gets restricted by the daemon with the shipped configuration (the cgroup action:
-# memory.high for its page cache), then a child of it allocates 256 MiB (busybox dd's buffer),
-# then it writes 50 MB more. memory.high counts all of a cgroup's memory: held at the page cache
+# after the restriction began, into the restriction's cgroup): a shell writes to the data disk
+# through `dd` children until the daemon (the shipped configuration, the cgroup action:
+# memory.high for its page cache) restricts the shell, then a child of it allocates 256 MiB
+# (busybox dd's buffer), then it writes 50 MB more. memory.high counts all of a cgroup's memory: held at the page cache
 # budget alone, the kernel puts the allocating process to sleep for up to 2 s every 256 KiB it
 # is over. The same allocation is timed alone first.
 # Writes to RESULTS: daemon.log, alloc.txt ("alone S" and "held S", seconds by /proc/uptime;
@@ -34,18 +34,25 @@ kill -0 "$daemon" 2> /dev/null || {
     exit 3
 }
 
+# The shell writes through short-lived children until it is restricted itself (the daemon
+# takes the parent of a loop of writers; grep's cgroup is the shell's, inherited at the fork),
+# so that its next child is forked into the restriction's cgroup, as make's compilers are.
 (
-    dd if=/dev/zero of="$DATA/build1" bs=1M count=150 2> /dev/null
+    i=0
+    while [ "$i" -lt 20 ] && ! grep -q "^0::/ioshield/" /proc/self/cgroup; do
+        dd if=/dev/zero of="$DATA/build$i" bs=1M count=30 2> /dev/null
+        i=$((i + 1))
+    done
     cat /proc/self/cgroup > "$RESULTS/restricted.txt"
     held=$(alloc) && echo "held $held" >> "$RESULTS/alloc.txt"
     cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
     echo "memory.high after: $(cat "/sys/fs/cgroup$cg/memory.high" 2> /dev/null)" >> "$RESULTS/restricted.txt"
-    dd if=/dev/zero of="$DATA/build2" bs=1M count=50 2> /dev/null
+    dd if=/dev/zero of="$DATA/build-last" bs=1M count=50 2> /dev/null
     sync
 )
 kill -TERM "$daemon"
 wait "$daemon"
-rm -f "$DATA/build1" "$DATA/build2"
+rm -f "$DATA"/build*
 cat "$RESULTS/alloc.txt" "$RESULTS/restricted.txt"
 grep -E "restrict pid|memory.high (raised|lowered|lifted)" "$RESULTS/daemon.log" | cut -c1-300
 grep -q "^0::/ioshield/" "$RESULTS/restricted.txt" || {
