@@ -73,7 +73,9 @@ impl Actuator {
             else {
                 continue;
             };
-            let Some(to) = memory_headroom::memory_high_to_follow(budget, used) else {
+            let held_otherwise = active.method.holds_writes();
+            let Some(to) = memory_headroom::memory_high_to_follow(budget, used, held_otherwise)
+            else {
                 continue;
             };
             let started = Instant::now();

@@ -60,15 +60,16 @@ const SLACK: u64 = 1 << 20;
 /// time: the write then only drops clean pages, which takes no wait on the disk.
 ///
 /// A writer whose processes hold more of their own than [`own_memory_lift`] has it lifted
-/// (`u64::MAX`) instead: over its `memory.high`, a process that allocates is put to sleep for
+/// (`u64::MAX`) instead where something else holds its writes (`held_otherwise`: a write limit
+/// or iocost's weight): over its `memory.high`, a process that allocates is put to sleep for
 /// up to 2 s every 256 KiB, so a limit raised once a tick would let it grow by the budget per
-/// tick and no faster. Its write control still holds it.
-pub fn memory_high_to_follow(budget: u64, used: MemoryUse) -> Option<u64> {
+/// tick and no faster. Held by `memory.high` alone, it is only raised.
+pub fn memory_high_to_follow(budget: u64, used: MemoryUse, held_otherwise: bool) -> Option<u64> {
     if used.high == u64::MAX {
         // Lifted (a light writer, or one with memory of its own): not set again.
         return None;
     }
-    if used.beside_cache() >= own_memory_lift(budget) {
+    if held_otherwise && used.beside_cache() >= own_memory_lift(budget) {
         return Some(u64::MAX);
     }
     let target = memory_high_for(budget, Some(used));
@@ -157,19 +158,19 @@ mod tests {
     #[test]
     fn memory_that_grew_beside_the_cache_raises_it_at_once() {
         let slab = used(7 * MIB, 2 * MIB, MIB, 8 * MIB);
-        assert_eq!(memory_high_to_follow(8 * MIB, slab), Some(13 * MIB));
+        assert_eq!(memory_high_to_follow(8 * MIB, slab, true), Some(13 * MIB));
         // At the target, or within a MiB of it: nothing to write.
         assert_eq!(
-            memory_high_to_follow(8 * MIB, used(7 * MIB, 2 * MIB, MIB, 13 * MIB)),
+            memory_high_to_follow(8 * MIB, used(7 * MIB, 2 * MIB, MIB, 13 * MIB), true),
             None
         );
         assert_eq!(
-            memory_high_to_follow(8 * MIB, used(8 * MIB, 7 * MIB, 6 * MIB, 9 * MIB - 1)),
+            memory_high_to_follow(8 * MIB, used(8 * MIB, 7 * MIB, 6 * MIB, 9 * MIB - 1), true),
             None
         );
         // Nor just above it, with its dirty pages under the floor.
         assert_eq!(
-            memory_high_to_follow(8 * MIB, used(10 * MIB, 9 * MIB, 5 * MIB, 10 * MIB)),
+            memory_high_to_follow(8 * MIB, used(10 * MIB, 9 * MIB, 5 * MIB, 10 * MIB), true),
             None
         );
     }
@@ -177,14 +178,19 @@ mod tests {
     #[test]
     fn a_writer_with_memory_of_its_own_has_it_lifted() {
         let build = used(302 * MIB, 2 * MIB, MIB, 8 * MIB);
-        assert_eq!(memory_high_to_follow(8 * MIB, build), Some(u64::MAX));
+        assert_eq!(memory_high_to_follow(8 * MIB, build, true), Some(u64::MAX));
+        // Held by memory.high alone (the speed probe's unlimited step): raised, not lifted.
         assert_eq!(
-            memory_high_to_follow(8 * MIB, used(10 * MIB, 2 * MIB, MIB, 9 * MIB)),
+            memory_high_to_follow(8 * MIB, build, false),
+            Some(308 * MIB)
+        );
+        assert_eq!(
+            memory_high_to_follow(8 * MIB, used(10 * MIB, 2 * MIB, MIB, 9 * MIB), true),
             Some(u64::MAX)
         );
         // Under a larger budget (an untar's), its kernel memory for the files is followed.
         assert_eq!(
-            memory_high_to_follow(128 * MIB, used(60 * MIB, 20 * MIB, MIB, 128 * MIB)),
+            memory_high_to_follow(128 * MIB, used(60 * MIB, 20 * MIB, MIB, 128 * MIB), true),
             Some(168 * MIB)
         );
     }
@@ -193,16 +199,19 @@ mod tests {
     fn a_limit_set_above_the_budget_comes_down_over_clean_pages_only() {
         // The e2e's in-place copy: asked 33.7 MB as it held 25.3 MB, now written back.
         let written = used(34 * MIB, 33 * MIB, 2 * MIB, 34 * MIB);
-        assert_eq!(memory_high_to_follow(8 * MIB, written), Some(9 * MIB));
+        assert_eq!(memory_high_to_follow(8 * MIB, written, true), Some(9 * MIB));
         // Still 20 MiB dirty: no lower than that with room for what it adds.
         let dirty = used(34 * MIB, 33 * MIB, 20 * MIB, 34 * MIB);
-        assert_eq!(memory_high_to_follow(8 * MIB, dirty), Some(25 * MIB));
+        assert_eq!(memory_high_to_follow(8 * MIB, dirty, true), Some(25 * MIB));
         // 2 GiB of clean cache read before it wrote: a step at a time.
         let reader = used(2048 * MIB, 2047 * MIB, 4 * MIB, 2056 * MIB);
-        assert_eq!(memory_high_to_follow(8 * MIB, reader), Some(1800 * MIB));
+        assert_eq!(
+            memory_high_to_follow(8 * MIB, reader, true),
+            Some(1800 * MIB)
+        );
         // Lifted for a light writer: left alone.
         assert_eq!(
-            memory_high_to_follow(8 * MIB, used(34 * MIB, 33 * MIB, 0, u64::MAX)),
+            memory_high_to_follow(8 * MIB, used(34 * MIB, 33 * MIB, 0, u64::MAX), true),
             None
         );
     }

@@ -182,6 +182,16 @@ impl Method {
         }
     }
 
+    /// Whether something besides `memory.high` holds the writer: a write limit or iocost's
+    /// weight (not while the speed probe lifts the limit, nor for a user manager without io).
+    pub fn holds_writes(&self) -> bool {
+        match self.write() {
+            Some(WriteControl::Limit(wbps)) => wbps != NO_WRITE_LIMIT,
+            Some(WriteControl::Weight { .. }) => true,
+            None => false,
+        }
+    }
+
     /// The write limit in bytes per second, or the disk speed ioshield's iocost model assumes,
     /// for the actions that set one.
     pub fn write_limit(&self) -> Option<u64> {
