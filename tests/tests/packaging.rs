@@ -53,8 +53,10 @@ fn packaged_config_spells_out_the_builtin_defaults() {
 
 #[test]
 fn unit_stays_hardened() {
+    // 3.0 since CAP_SYS_PTRACE joined the unit (2.7 before): the one thing it adds is
+    // packaging/ioshield.service's to explain.
     let analyze = Command::new("systemd-analyze")
-        .args(["security", "--offline=yes", "--threshold=27"])
+        .args(["security", "--offline=yes", "--threshold=30"])
         .arg(packaging("ioshield.service"))
         .output();
     // `cargo xtask test` installs systemd's tools; a test that skips itself proves nothing.
@@ -62,7 +64,7 @@ fn unit_stays_hardened() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
-        "the unit's exposure went above 2.7:\n{text}{}",
+        "the unit's exposure went above 3.0:\n{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
     for kept in ["ProtectControlGroups=", "PrivateDevices="] {

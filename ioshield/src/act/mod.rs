@@ -18,6 +18,7 @@ pub mod stopwatch;
 pub mod systemd;
 mod undo;
 mod units;
+mod writeback_kick;
 
 use std::{
     collections::{HashMap, HashSet},

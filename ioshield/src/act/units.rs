@@ -86,6 +86,11 @@ impl Actuator {
                 let limits = self
                     .hold_unit(user, &unit, Some(&cgroup), limits, pending)
                     .await?;
+                super::writeback_kick::start_soon(
+                    unit.clone(),
+                    mount.join(cgroup.strip_prefix("/").unwrap_or(&cgroup)),
+                    limits.dev,
+                );
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved",
                     limits.describe()

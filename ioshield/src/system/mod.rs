@@ -7,6 +7,7 @@ pub mod devices;
 pub mod diskstats;
 pub mod host;
 pub mod kernel;
+pub mod open_files;
 pub mod pressure;
 pub mod procfs;
 pub mod vmstat;
