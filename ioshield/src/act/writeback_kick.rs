@@ -62,7 +62,9 @@ fn kick_for_a_while(place: &str, cgroup: &std::path::Path, disk: DevId) {
         for pid in cgroups::procs_below(cgroup) {
             match open_files::written_on(pid, disk, &mut devices) {
                 Ok(files) => kicked += files.iter().filter(|f| start_writeback(f)).count(),
-                Err(e) if !refused => {
+                // Only a refusal is worth a line: a process that ended meanwhile has nothing
+                // left to write.
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied && !refused => {
                     refused = true;
                     tracing::info!(
                         "{place}: the files pid {pid} writes are out of reach ({e}): the pages \
