@@ -23,6 +23,11 @@ tau = "4s"
 [device."$DATA_DEV"]
 hold = "5s"
 EOT
+# The speed estimator's periods in the journal, as in the e2e: whether the disk is measured.
+mkdir -p /etc/systemd/system/ioshield.service.d
+printf '[Service]\nEnvironment=IOSHIELD_LOG=info,ioshield::detect::bandwidth=debug\n' \
+    > /etc/systemd/system/ioshield.service.d/debug-log.conf
+systemctl daemon-reload
 T1=$(date +%s)
 systemctl restart ioshield
 wait_for 90 journal_has "$T1" "probes attached"
@@ -73,3 +78,5 @@ for i in $(seq 1 "${COPIES:-6}"); do
     sleep 6
 done
 journalctl -u ioshield -o short-monotonic --no-pager > "$RESULTS/ioshield.journal"
+# The estimator's periods keep their numbers in journal fields (BYTES, WRITES_QUEUED, ...).
+journalctl -u ioshield -o json --no-pager MESSAGE="disk period" > "$RESULTS/disk-periods.json"

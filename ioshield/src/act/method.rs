@@ -323,6 +323,24 @@ impl Method {
         self.iocost_model()?.range()
     }
 
+    /// The rate the offender's writes may run at, at least, when the kernel holds them there:
+    /// the lowest rate iocost's rate control may choose on a disk ioshield has not measured,
+    /// or a write limit (none for "no limit", where `memory.high` alone holds the writer).
+    /// Allowed well above what the disk completes while writes queue, the disk is what holds
+    /// them (`detect::bandwidth`): on systemd hosts the speed probe raises
+    /// `IOWriteBandwidthMax=` to 50 MB/s on the 30 MB/s disk, which then completed 26 MB/s with
+    /// 1.1 writes queued (median), never the four a backlog shows, and went unmeasured through
+    /// six copies (tests/vm/in-place-copies.sh, stop 54).
+    pub fn allowed_rate(&self) -> Option<u64> {
+        if let Some((min, _)) = self.rate_range() {
+            return Some(min);
+        }
+        match self.write()? {
+            WriteControl::Limit(w) if w != NO_WRITE_LIMIT => Some(w),
+            _ => None,
+        }
+    }
+
     /// Under the rate control of a disk not yet measured, the same restriction with the rate
     /// held at `wbps` at least; anything else as it is.
     pub fn with_rate_at_least(self, wbps: u64) -> Method {
@@ -566,6 +584,48 @@ mod tests {
             memory_high: None,
         });
         assert_eq!(limit.window_closed(), None);
+    }
+
+    /// What the kernel lets the offender's writes run at: the bottom of the rate control's range
+    /// on a disk not measured (held or forced), a write limit as it is; nothing under a model
+    /// pinned at a measured speed, nor where memory.high alone holds the writer.
+    #[test]
+    fn the_allowed_rate_is_the_rate_controls_floor_or_the_write_limit() {
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        let with = |write| {
+            Method::SystemdScope(ScopeLimits {
+                dev,
+                device: "/dev/vdb".into(),
+                write,
+                memory_high: Some(32 << 20),
+            })
+        };
+        assert_eq!(
+            with(WriteControl::Limit(50_000_000)).allowed_rate(),
+            Some(50_000_000)
+        );
+        assert_eq!(
+            with(WriteControl::Limit(NO_WRITE_LIMIT)).allowed_rate(),
+            None
+        );
+        let held = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            memory_high: None,
+        });
+        assert_eq!(held.allowed_rate(), Some(25_000_000));
+        let forced = held.clone().listening().with_rate_at_least(40_000_000);
+        assert_eq!(forced.allowed_rate(), Some(40_000_000));
+        let pinned = held.with_model(|_| iocost::Model::pinned(30_000_000));
+        assert_eq!(pinned.allowed_rate(), None);
+        assert_eq!(Method::Ioprio.allowed_rate(), None);
     }
 
     /// A weight under iocost ioshield turned on (cgroupfs) is lightened to 10; a write limit,

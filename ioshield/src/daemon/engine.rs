@@ -329,8 +329,8 @@ impl Engine {
             } else {
                 rt.restriction
                     .and(rt.method.as_ref())
-                    .and_then(Method::rate_range)
-                    .map(|(min, _)| RateHold::AtLeast(min as f64))
+                    .and_then(Method::allowed_rate)
+                    .map(|rate| RateHold::AtLeast(rate as f64))
             };
             self.bandwidth.hold(disk.id, hold);
         }

@@ -201,7 +201,8 @@ pub enum RateHold {
     /// freezes the queue), not the disk's. The model comes from what the disk completed under
     /// a backlog, so it does not overstate the disk; a configured speed is the operator's.
     Pinned,
-    /// By the kernel's rate control, at this many bytes per second at least (its `min=`). Only
+    /// By the kernel's rate control, at this many bytes per second at least (its `min=`), or by
+    /// a write limit of this many bytes per second (`Method::allowed_rate`). Only
     /// a rate above the speed the disk is judged at tells anything (the probe forcing it up):
     /// below it, what the disk completes is as much the writer's doing as the disk's.
     AtLeast(f64),
@@ -228,7 +229,8 @@ impl BandwidthEstimator {
         }
     }
 
-    /// How ioshield's own iocost holds `dev`'s rate now, or `None` when it does not.
+    /// How ioshield's own iocost or write limit holds `dev`'s rate now, or `None` when neither
+    /// does.
     pub fn hold(&mut self, dev: DevId, hold: Option<RateHold>) {
         match hold {
             Some(h) => self.holds.insert(dev, h),
