@@ -8,9 +8,10 @@
 //! and retires it, and nothing but the kernel's periodic flusher (every
 //! `dirty_writeback_centisecs`, 5 s) writes what the retired one holds: the pages dirtied
 //! before the restriction, all of the writer's open file. Meanwhile the writer is over its
-//! cgroup's dirty limit and crawls: in the systemd e2e's copies (restricted holding 12-24 MB)
-//! the disk wrote nothing for 2.4-4.5 s in 4 of 6 copies, at 1-2 MB/s, and the daemon released
-//! some of them as calm before restricting them again. Any writeback of a file moves it off a
+//! cgroup's dirty limit and crawls: in copy services restricted holding 12-24 MB the disk wrote
+//! nothing for 2.4-4.5 s in 13 of 15 copies (tests/vm/in-place-copies.sh), and the e2e's daemon
+//! released 8 of 18 held copies as calm before restricting them again
+//! (docs/bench/writeback-kick.md). Any writeback of a file moves it off a
 //! retired structure (the kernel's `wbc_attach_and_unlock_inode`); `sync_file_range` of its
 //! first page is enough, and what was dirty goes on under the unit's new limits. The kick is
 //! repeated for two seconds because the structure is retired only by a write after systemd
