@@ -1,5 +1,5 @@
 //! Telling a process (or thread) from a later one that got the same id.
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::{journal::Identity, system::procfs};
 
@@ -34,9 +34,7 @@ pub struct PidFd(OwnedFd);
 
 impl PidFd {
     pub fn open(pid: u32) -> Option<PidFd> {
-        // SAFETY: plain syscall; a non-negative return is a new fd we own.
-        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-        (fd >= 0).then(|| PidFd(unsafe { OwnedFd::from_raw_fd(fd as i32) }))
+        procfs::pidfd_open(pid).ok().map(PidFd)
     }
 
     pub fn alive(&self) -> bool {

@@ -38,7 +38,7 @@ pub fn written_on(pid: u32, disk: DevId, devices: &mut Devices) -> io::Result<Ve
             Err(_) => continue,
         }
         if pidfd.is_none() {
-            pidfd = Some(pidfd_open(pid)?);
+            pidfd = Some(super::procfs::pidfd_open(pid)?);
         }
         let Some(pidfd) = &pidfd else { continue };
         match copy_fd(pidfd, fd) {
@@ -60,16 +60,6 @@ fn access_mode(fdinfo: &str) -> Option<i32> {
         .find_map(|l| l.strip_prefix("flags:"))?
         .trim();
     Some(i32::from_str_radix(flags, 8).ok()? & libc::O_ACCMODE)
-}
-
-fn pidfd_open(pid: u32) -> io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a descriptor just returned to us, owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 /// A copy of descriptor `fd` of the process behind `pidfd`, sharing its open file.

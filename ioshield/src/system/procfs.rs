@@ -125,6 +125,17 @@ pub fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// A descriptor that pins process `pid` (`pidfd_open`): what it names cannot be recycled.
+pub fn pidfd_open(pid: u32) -> std::io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid as libc::c_int, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a descriptor just returned to us, owned by nobody else.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd as i32) })
+}
+
 /// Thread ids of a process.
 pub fn threads(pid: u32) -> Vec<u32> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
