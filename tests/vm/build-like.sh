@@ -10,6 +10,12 @@
 # "held" missing if killed at 60 s), restricted.txt (the restriction's cgroup and its
 # memory.high after the allocation). Exits non-zero when the writer was never restricted.
 set -u
+# Every process in a cgroup of its own, as on any systemd host (stall.sh's `session`): writers
+# left in the root cgroup bypass iocost, whose restriction turns the kernel's writeback
+# throttling (wbt) off, so the next dd children filled the disk's queue with up to 140 writes
+# and the daemon's `io.cost.model` write waited 3-8 s for them (stop 55, target/buildtrace55).
+mkdir -p /sys/fs/cgroup/session
+echo $$ > /sys/fs/cgroup/session/cgroup.procs
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 # Seconds busybox dd takes to allocate and fill a 256 MiB buffer; nothing when killed.
 alloc() {

@@ -61,6 +61,8 @@
 #   LOADS            the innocent loads (default "control write multiwrite commit"), e.g. with
 #                    `appender` (4 KiB + fdatasync once a second: a light appender) for `commit`,
 #                    or `bulk` added (1 MiB through the page cache every 100 ms: a download)
+#   NEXT_OFFENDER    START-STOP (seconds): a second `ioshield-load offender`, not related to the
+#                    first, writes $DATA/offender-next from START to STOP
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -444,6 +446,15 @@ case $SCENARIO in
 esac
 pids="$pids $!"
 echo "stall: offender pid $!, $(ionice -p "$!")"
+# NEXT_OFFENDER: another writer, not related to the first, from START to STOP.
+if [ -n "${NEXT_OFFENDER:-}" ]; then
+    next_start=${NEXT_OFFENDER%-*} next_stop=${NEXT_OFFENDER#*-}
+    ioshield-load offender --file "$DATA/offender-next" --delay "${next_start}s" \
+        --duration "$((next_stop - next_start))s" --out "$RESULTS/offender-next.json" \
+        2>> "$RESULTS/loads.log" &
+    pids="$pids $!"
+    echo "stall: next offender pid $!"
+fi
 
 failed=0
 for p in $pids; do
