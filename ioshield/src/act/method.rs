@@ -538,6 +538,19 @@ mod tests {
         }
     }
 
+    /// A systemd unit's limits on the e2e's data disk, 254:16.
+    fn scope(write: WriteControl, memory_high: u64) -> Method {
+        Method::SystemdScope(ScopeLimits {
+            dev: DevId {
+                major: 254,
+                minor: 16,
+            },
+            device: "/dev/vdb".into(),
+            write,
+            memory_high: Some(memory_high),
+        })
+    }
+
     /// A systemd host whose hierarchy has no iocost files.
     fn systemd() -> CgroupAction {
         CgroupAction::Systemd(Cgroupfs {
@@ -595,14 +608,7 @@ mod tests {
             major: 254,
             minor: 16,
         };
-        let with = |write| {
-            Method::SystemdScope(ScopeLimits {
-                dev,
-                device: "/dev/vdb".into(),
-                write,
-                memory_high: Some(32 << 20),
-            })
-        };
+        let with = |write| scope(write, 32 << 20);
         assert_eq!(
             with(WriteControl::Limit(50_000_000)).allowed_rate(),
             Some(50_000_000)
@@ -680,14 +686,7 @@ mod tests {
         let limit = Method::Cgroup(limits(WriteControl::Limit(12_500_000)));
         assert_eq!(limit.lightened(), Some(limit.clone()));
         assert_eq!(limit.weight(), None);
-        let scope = |write| {
-            Method::SystemdScope(ScopeLimits {
-                dev,
-                device: "/dev/vdb".into(),
-                write,
-                memory_high: Some(8 << 20),
-            })
-        };
+        let scope = |write| scope(write, 8 << 20);
         assert_eq!(scope(ours).lightened(), None);
         let unit = scope(WriteControl::Limit(18_750_000));
         let light = unit.lightened().unwrap().with_light_memory_high();
