@@ -12,8 +12,9 @@
 set -u
 # Every process in a cgroup of its own, as on any systemd host (stall.sh's `session`): writers
 # left in the root cgroup bypass iocost, whose restriction turns the kernel's writeback
-# throttling (wbt) off, so the next dd children filled the disk's queue with up to 140 writes
-# and the daemon's `io.cost.model` write waited 3-8 s for them (stop 55, target/buildtrace55).
+# throttling (wbt) off: what the next dd children dirtied there before their shell was
+# restricted went to the disk unthrottled, up to 141 writes in flight, and the daemon's
+# `io.cost.model` write waited 3-8 s for them (docs/bench/model-freeze.md).
 mkdir -p /sys/fs/cgroup/session
 echo $$ > /sys/fs/cgroup/session/cgroup.procs
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
