@@ -538,6 +538,19 @@ mod tests {
         }
     }
 
+    /// A cgroup held by `weight` under iocost on a disk not measured (the 25 MB/s model).
+    fn held_at(dev: DevId, weight: u16) -> Method {
+        Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            memory_high: None,
+        })
+    }
+
     /// A systemd unit's limits on the e2e's data disk, 254:16.
     fn scope(write: WriteControl, memory_high: u64) -> Method {
         Method::SystemdScope(ScopeLimits {
@@ -573,15 +586,7 @@ mod tests {
             major: 254,
             minor: 16,
         };
-        let held = Method::Cgroup(CgroupLimits {
-            dev,
-            write: WriteControl::Weight {
-                weight: LIGHT_WRITER_WEIGHT,
-                model: Some(iocost::Model::held(25_000_000)),
-                fallback: 12_500_000,
-            },
-            memory_high: None,
-        });
+        let held = held_at(dev, LIGHT_WRITER_WEIGHT);
         let window = held.clone().listening();
         assert!(held.holds_rate() && !window.holds_rate());
         assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
@@ -617,15 +622,7 @@ mod tests {
             with(WriteControl::Limit(NO_WRITE_LIMIT)).allowed_rate(),
             None
         );
-        let held = Method::Cgroup(CgroupLimits {
-            dev,
-            write: WriteControl::Weight {
-                weight: OFFENDER_WEIGHT,
-                model: Some(iocost::Model::held(25_000_000)),
-                fallback: 12_500_000,
-            },
-            memory_high: None,
-        });
+        let held = held_at(dev, OFFENDER_WEIGHT);
         assert_eq!(held.allowed_rate(), Some(25_000_000));
         let forced = held.clone().listening().with_rate_at_least(40_000_000);
         assert_eq!(forced.allowed_rate(), Some(40_000_000));
