@@ -9,6 +9,8 @@
 # Writes to RESULTS: daemon.log, alloc.txt ("alone S" and "held S", seconds by /proc/uptime;
 # "held" missing if killed at 60 s), restricted.txt (the restriction's cgroup and its
 # memory.high after the allocation). Exits non-zero when the writer was never restricted.
+# INFLIGHT_TRACE=1: every 0.1 s, `uptime_s reads writes` in flight on the data disk
+# (/sys/block/*/inflight) into inflight.txt.
 set -u
 # Every process in a cgroup of its own, as on any systemd host (stall.sh's `session`): writers
 # left in the root cgroup bypass iocost, whose restriction turns the kernel's writeback
@@ -25,6 +27,14 @@ alloc() {
     awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN { printf "%.2f\n", b - a }'
 }
 echo "alone $(alloc)" > "$RESULTS/alloc.txt"
+tracer=
+if [ "${INFLIGHT_TRACE:-0}" = 1 ]; then
+    while :; do
+        echo "$(uptime_s) $(cat "/sys/block/${DATA_DEV#/dev/}/inflight")"
+        usleep 100000
+    done > "$RESULTS/inflight.txt" &
+    tracer=$!
+fi
 
 CONFIG=/tmp/ioshield.toml
 printf '[daemon]\naction = "cgroup"\ntick = "1s"\nspeeds_file = "%s"\n' "$RESULTS/disks.json" > "$CONFIG"
@@ -57,6 +67,7 @@ kill -0 "$daemon" 2> /dev/null || {
     dd if=/dev/zero of="$DATA/build-last" bs=1M count=50 2> /dev/null
     sync
 )
+[ -n "$tracer" ] && kill "$tracer"
 kill -TERM "$daemon"
 wait "$daemon"
 rm -f "$DATA"/build*
