@@ -487,6 +487,26 @@ impl Actuator {
         Ok(())
     }
 
+    /// Passes the iocost a released restriction held (its journal entries) to `heir`, another
+    /// restriction of the same disk, which puts it back (or keeps it on) at its own release.
+    pub(super) fn hand_iocost_to(&mut self, entries: &[Change], heir: u64) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        self.journal.update(|c| {
+            if !entries.contains(c) {
+                return false;
+            }
+            match c {
+                Change::Iocost { restriction, .. } => {
+                    *restriction = heir;
+                    true
+                }
+                _ => false,
+            }
+        })
+    }
+
     /// Turns iocost off again on disks no restriction holds any more, once `quiet` says the
     /// disk is (its writer's backlog written, about nothing in flight), or after
     /// [`LINGER_MAX`]. The model stays, so that the next restriction there only turns iocost on
@@ -1071,6 +1091,49 @@ mod tests {
         assert_eq!(qos(), "254:16 enable=0 ctrl=auto");
         assert_eq!(model(), "254:16 ctrl=auto");
         assert!(actuator.journal.changes().is_empty());
+    }
+
+    /// A restriction released while another holds the same disk under iocost (one set apart
+    /// while its backlog is written) leaves iocost to it, not to linger: a linger ends after
+    /// [`LINGER_MAX`] and would leave that backlog unweighed.
+    #[tokio::test]
+    async fn iocost_stays_with_the_disks_other_restriction() {
+        let (_dir, mut actuator, dev, root, fs) = bed();
+        let model = Model::pinned(25_000_000);
+        let held = super::super::Method::Cgroup(super::super::CgroupLimits {
+            dev,
+            write: weight(Some(model)),
+            memory_high: None,
+        });
+        let owner = |a: &Actuator| match a.journal.changes() {
+            [Change::Iocost { restriction, .. }] => *restriction,
+            other => panic!("{other:?}"),
+        };
+        for id in [1, 2] {
+            let pending = actuator.begin_hold(&fs, id, dev, weight(Some(model)));
+            actuator.finish_hold(pending).await;
+            actuator
+                .active
+                .insert(id, super::super::Active::new(held.clone()));
+        }
+        assert_eq!(owner(&actuator), 2, "the newer restriction took it over");
+        let r = actuator.release(2).await;
+        assert!(r.errors.is_empty(), "{r:?}");
+        assert_eq!((owner(&actuator), actuator.lingering.len()), (1, 0));
+        assert_eq!(
+            actuator.settle_lingering(|_| true).await,
+            UndoReport::default()
+        );
+        assert_eq!(state(&root, dev), State::Ours);
+        // The last one's release leaves it to linger as usual.
+        let r = actuator.release(1).await;
+        assert!(r.errors.is_empty(), "{r:?}");
+        assert_eq!(
+            (owner(&actuator), actuator.lingering.len()),
+            (crate::act::SHARED, 1)
+        );
+        actuator.settle_lingering(|_| true).await;
+        assert_eq!(state(&root, dev), State::Off);
     }
 
     /// Set up ahead, a disk's iocost is off with the model a restriction would turn it on

@@ -173,6 +173,15 @@ impl Method {
         }
     }
 
+    /// The disk a cgroup action holds writes to.
+    pub fn dev(&self) -> Option<DevId> {
+        match self {
+            Method::Cgroup(l) => Some(l.dev),
+            Method::SystemdScope(l) => Some(l.dev),
+            Method::Ioprio | Method::DryRun => None,
+        }
+    }
+
     /// How the offender's writes are held, for the cgroup actions.
     fn write(&self) -> Option<WriteControl> {
         match self {

@@ -351,7 +351,20 @@ impl Actuator {
             .partition(|c| matches!(c, Change::Iocost { .. }));
         report.merge(self.undo(&changes).await);
         self.settle(&changes, &mut report);
-        if let Err(e) = self.keep_iocost_on(&iocost) {
+        // Another restriction on the disk under the same iocost (one whose writers are gone,
+        // kept while their backlog is written) needs it on until its own release.
+        let heir = active.method.dev().and_then(|dev| {
+            self.active
+                .iter()
+                .filter(|(_, a)| a.method.uses_iocost() && a.method.dev() == Some(dev))
+                .map(|(other, _)| *other)
+                .min()
+        });
+        let kept = match heir {
+            Some(heir) => self.hand_iocost_to(&iocost, heir),
+            None => self.keep_iocost_on(&iocost),
+        };
+        if let Err(e) = kept {
             // Not kept: put back now, as any change of the restriction.
             report.errors.push(format!("{e:#}"));
             report.merge(self.undo(&iocost).await);

@@ -13,6 +13,7 @@ use crate::{
     config::DevicePolicy,
     detect::{
         bandwidth::Estimate,
+        drain::{self, Drain, Verdict},
         policy::{Candidate, DiskState, Trigger},
         pressure::OthersStall,
     },
@@ -47,7 +48,11 @@ pub struct DiskRuntime {
     /// standing for [`super::speed_probe::NO_ROOM_KEPT`].
     pub no_room: Option<NoRoom>,
     /// A release waiting for the backlog the restriction's writers left.
-    pub drain: Option<crate::detect::drain::Drain>,
+    pub drain: Option<Drain>,
+    /// Restrictions of this disk whose processes are all gone, kept until the backlog they left
+    /// is written, apart from the one held restriction: the disk's next writer is judged and
+    /// held meanwhile.
+    pub draining: Vec<Draining>,
     /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
     pub model_matched: Option<(f64, Instant)>,
     /// How long the cgroups beside the restriction waited on I/O, heard while its speed probe
@@ -56,6 +61,22 @@ pub struct DiskRuntime {
     /// How many room steps the others' waits took back on this disk since the daemon started:
     /// "no room" from one is kept only from the [`super::speed_probe::TAKE_BACKS_KEPT`]th.
     pub take_backs: u32,
+}
+
+/// A restriction whose processes are all gone, kept at its limits until the backlog they left
+/// is written: released with it, the backlog would take the disk from everyone else at their
+/// weight (`detect::drain`). Kept apart from the disk's held restriction, a writer that starts
+/// meanwhile is restricted at its first report instead of writing unheld until the backlog is
+/// written (4 s in a `vm ci` run, up to the kernel's 30 s expiry; docs/bench/newcomer.md).
+/// It holds only pages: no process is left demoted that the daemon does not track, and the
+/// actuator's journal undoes it at exit like any restriction.
+pub struct Draining {
+    pub id: u64,
+    pub root: u32,
+    pub comm: String,
+    pub place: Option<String>,
+    pub method: Method,
+    pub drain: Drain,
 }
 
 /// What carrying out a decision touches besides the disk itself.
@@ -199,39 +220,61 @@ impl DiskRuntime {
     ) {
         self.state.clear();
         let method = self.method.as_ref().map_or("?", Method::label);
-        // A release that waited for its backlog comes after the tree forgot the exited root.
-        let comm = tree
-            .get(root)
-            .map(|n| n.comm.clone())
-            .or_else(|| self.offender.take().map(|o| o.comm))
-            .map_or("?".into(), |c| crate::display::printable(&c));
+        let comm = self.comm_of(root, tree);
         self.offender = None;
         self.speed_probe = SpeedProbe::default();
         let Some(id) = self.restriction.take() else {
             return;
         };
-        let r = fx.actuator.release(id).await;
-        let verb = if method == "dry-run" {
-            "would release"
-        } else {
-            "release"
+        lift(disk, id, root, &comm, method, why, fx).await;
+    }
+
+    /// A released root's name: a release that waited for its backlog comes after the tree
+    /// forgot the exited root.
+    fn comm_of(&mut self, root: u32, tree: &ProcessTree) -> String {
+        tree.get(root)
+            .map(|n| n.comm.clone())
+            .or_else(|| self.offender.take().map(|o| o.comm))
+            .map_or("?".into(), |c| crate::display::printable(&c))
+    }
+
+    /// Sets the held restriction, whose processes are all gone and whose release waits for
+    /// their backlog (`self.drain`), apart as [`Draining`]: the disk holds no writer now.
+    pub fn linger(&mut self, root: u32, tree: &ProcessTree) {
+        let (Some(drain), Some(method)) = (self.drain.take(), self.method.clone()) else {
+            return;
         };
-        let message = format!(
-            "{verb} pid {root} ({comm}) on {}: {why}; {} restored, {} kept as changed by someone \
-             else, {} gone",
-            disk.label(),
-            r.restored,
-            r.kept.len(),
-            r.vanished
-        );
-        fx.log.decided(root, "release", message);
-        fx.metrics.undone_changes.inc_by(r.restored as u64);
-        fx.metrics.action("release", method, r.errors.is_empty());
-        for k in &r.kept {
-            tracing::info!("{k}");
-        }
-        for e in &r.errors {
-            tracing::warn!("release pid {root}: {e}");
+        let Some(id) = self.restriction.take() else {
+            return;
+        };
+        self.state.clear();
+        self.speed_probe = SpeedProbe::default();
+        let place = self.offender.as_ref().and_then(|o| o.place.clone());
+        let comm = self.comm_of(root, tree);
+        self.offender = None;
+        self.draining.push(Draining {
+            id,
+            root,
+            comm,
+            place,
+            method,
+            drain,
+        });
+    }
+
+    /// Releases each restriction set apart whose backlog is written, or whose wait gave up.
+    pub async fn finish_drains(&mut self, disk: &Disk, now: Instant, fx: &mut Effects<'_>) {
+        for d in std::mem::take(&mut self.draining) {
+            let backlog = fx.actuator.backlog(d.id);
+            let mut wait = Some(d.drain);
+            let delay = crate::system::vmstat::writeback_delay;
+            match (drain::judge(backlog, delay, now, &mut wait), wait) {
+                (Verdict::Wait { .. }, Some(drain)) => self.draining.push(Draining { drain, ..d }),
+                (verdict, _) => {
+                    let why = format!("nothing of it is left{}", verdict.said());
+                    lift(disk, d.id, d.root, &d.comm, d.method.label(), why, fx).await;
+                }
+            }
         }
     }
 
@@ -310,5 +353,40 @@ impl DiskRuntime {
                 tracing::warn!("keeping pid {root}'s restriction complete: {e:#}");
             }
         }
+    }
+}
+
+/// Undoes restriction `id` and logs it as the release of `root`.
+async fn lift(
+    disk: &Disk,
+    id: u64,
+    root: u32,
+    comm: &str,
+    method: &str,
+    why: String,
+    fx: &mut Effects<'_>,
+) {
+    let r = fx.actuator.release(id).await;
+    let verb = if method == "dry-run" {
+        "would release"
+    } else {
+        "release"
+    };
+    let message = format!(
+        "{verb} pid {root} ({comm}) on {}: {why}; {} restored, {} kept as changed by someone \
+         else, {} gone",
+        disk.label(),
+        r.restored,
+        r.kept.len(),
+        r.vanished
+    );
+    fx.log.decided(root, "release", message);
+    fx.metrics.undone_changes.inc_by(r.restored as u64);
+    fx.metrics.action("release", method, r.errors.is_empty());
+    for k in &r.kept {
+        tracing::info!("{k}");
+    }
+    for e in &r.errors {
+        tracing::warn!("release pid {root}: {e}");
     }
 }

@@ -324,7 +324,13 @@ impl Engine {
         }
         self.rates.update(&sample, tree);
         for (disk, rt) in &self.disks {
-            let hold = if rt.restriction.is_some_and(|id| actuator.pins_disk(id)) {
+            // A restriction set apart while its backlog is written holds the disk's rate too.
+            let pinned = rt
+                .restriction
+                .into_iter()
+                .chain(rt.draining.iter().map(|d| d.id))
+                .any(|id| actuator.pins_disk(id));
+            let hold = if pinned {
                 Some(RateHold::Pinned)
             } else {
                 rt.restriction
@@ -373,6 +379,24 @@ impl Engine {
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
+        let draining: Vec<Disk> = self
+            .disks
+            .iter()
+            .filter(|(_, rt)| !rt.draining.is_empty())
+            .map(|(d, _)| d.clone())
+            .collect();
+        for disk in draining {
+            let Some(rt) = self.disks.get_mut(&disk) else {
+                continue;
+            };
+            let mut fx = Effects {
+                actuator,
+                metrics: &mut self.metrics,
+                log: &mut self.log,
+                limit: &mut self.limit,
+            };
+            rt.finish_drains(&disk, now, &mut fx).await;
+        }
         self.update_guards(actuator);
         self.set_burst_limits(probe);
         // iocost left on after a release goes once the released writer's backlog is written
@@ -643,14 +667,6 @@ impl Engine {
                 let delay = crate::system::vmstat::writeback_delay;
                 let drained = match drain::judge(backlog, delay, now, &mut rt.drain) {
                     Verdict::Wait { started } => {
-                        if started {
-                            tracing::info!(
-                                "{}: pid {root} is due for release; held until the {} its \
-                                 writers left are written",
-                                disk.label(),
-                                show_bytes(backlog.unwrap_or(0))
-                            );
-                        }
                         // The probe steps no more: a window open now would leave the backlog
                         // to the kernel's latency control, which a deep queue of small writes
                         // pulls to a quarter of the model (an untar's 150 MB written at 10
@@ -661,24 +677,35 @@ impl Engine {
                             rt.speed_probe.close_window();
                             rt.retune(disk, closed, why, &mut fx).await;
                         }
+                        // Nothing of it lives to write again: it waits apart, and the disk's
+                        // next writer is judged meanwhile.
+                        let apart = if held_gone {
+                            "; its processes gone, the disk's next writer is judged meanwhile"
+                        } else {
+                            ""
+                        };
+                        if started {
+                            tracing::info!(
+                                "{}: pid {root} is due for release; held until the {} its \
+                                 writers left are written{apart}",
+                                disk.label(),
+                                show_bytes(backlog.unwrap_or(0))
+                            );
+                        } else if held_gone {
+                            tracing::info!(
+                                "{}: pid {root}'s restriction still waits for the {} its writers \
+                                 left{apart}",
+                                disk.label(),
+                                show_bytes(backlog.unwrap_or(0))
+                            );
+                        }
+                        if held_gone {
+                            keep_room_proven(&mut self.bandwidth, disk, &rt.speed_probe);
+                            rt.linger(root, tree);
+                        }
                         return;
                     }
-                    Verdict::Release {
-                        waited: None,
-                        left: _,
-                    } => String::new(),
-                    Verdict::Release {
-                        waited: Some(w),
-                        left: None,
-                    } => format!("; its backlog written in {:.1}s", w.as_secs_f64()),
-                    Verdict::Release {
-                        waited: Some(w),
-                        left: Some(left),
-                    } => format!(
-                        "; {} of its backlog still unwritten after {:.1}s",
-                        show_bytes(left),
-                        w.as_secs_f64()
-                    ),
+                    released => released.said(),
                 };
                 let why = if held_gone {
                     format!("nothing of it is left{drained}")
@@ -792,10 +819,10 @@ impl Engine {
         let disks = self.guards.disks().to_vec();
         for disk in &disks {
             let policy = self.policy(disk);
-            let restricted = self
-                .disks
-                .get(disk)
-                .is_some_and(|rt| rt.state.held.is_some() && rt.method != Some(Method::DryRun));
+            let restricted = self.disks.get(disk).is_some_and(|rt| {
+                (rt.state.held.is_some() || !rt.draining.is_empty())
+                    && rt.method != Some(Method::DryRun)
+            });
             let wanted = if policy.max_dirty == MaxDirty::Off {
                 Err("max_dirty is off")
             } else if restricted {

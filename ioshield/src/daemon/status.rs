@@ -49,6 +49,21 @@ pub struct DeviceStatus {
     /// The busiest writers at the last tick, busiest subtree first.
     #[serde(default)]
     pub writers: Vec<WriterStatus>,
+    /// Restrictions whose processes are gone, kept until the backlog they left is written.
+    #[serde(default)]
+    pub draining: Vec<DrainingStatus>,
+}
+
+/// A restriction whose processes are all gone, kept at its limits until the backlog they left
+/// is written, while the disk's next writer may be held.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct DrainingStatus {
+    pub pid: u32,
+    pub comm: String,
+    #[serde(default)]
+    pub place: Option<String>,
+    /// Since its release was due.
+    pub waiting_for_secs: f64,
 }
 
 /// One writer on one disk as the daemon judged it at the last tick.
@@ -115,6 +130,16 @@ pub fn snapshot<'a>(
             restrict_at_bytes_per_sec: rt.bandwidth.map_or(0.0, |b| b.bytes_per_sec)
                 * config.policy_for(None).restrict_at,
             writers: rt.writers.clone(),
+            draining: rt
+                .draining
+                .iter()
+                .map(|d| DrainingStatus {
+                    pid: d.root,
+                    comm: d.comm.clone(),
+                    place: d.place.clone(),
+                    waiting_for_secs: now.duration_since(d.drain.since).as_secs_f64(),
+                })
+                .collect(),
         })
         .collect();
     devices.sort_by(|a, b| a.device.cmp(&b.device));
@@ -291,6 +316,19 @@ pub fn render(s: &Status) -> String {
                 let _ = writeln!(out, "  no offender");
             }
         }
+        for w in &d.draining {
+            let _ = writeln!(
+                out,
+                "  gone, held until the backlog it left is written: pid {} ({}){}, for {}",
+                w.pid,
+                crate::display::printable(&w.comm),
+                w.place.as_deref().map_or(String::new(), |p| format!(
+                    " in {}",
+                    crate::display::printable(p)
+                )),
+                ago(w.waiting_for_secs)
+            );
+        }
     }
     if !s.recent_decisions.is_empty() {
         let _ = writeln!(out, "recent decisions:");
@@ -367,6 +405,22 @@ mod tests {
         let text = render(&s);
         assert!(
             text.contains("due for release 4s ago, held until the backlog its writers left"),
+            "{text}"
+        );
+        // Its processes gone, it waits apart while the disk holds its next writer.
+        s.devices[0].offender = None;
+        s.devices[0].draining.push(DrainingStatus {
+            pid: 140,
+            comm: "cp".into(),
+            place: Some("/ioshield.slice/r3".into()),
+            waiting_for_secs: 7.9,
+        });
+        let text = render(&s);
+        assert!(
+            text.contains(
+                "gone, held until the backlog it left is written: pid 140 (cp) in \
+                 /ioshield.slice/r3, for 7s"
+            ),
             "{text}"
         );
     }

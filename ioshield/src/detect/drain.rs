@@ -48,6 +48,31 @@ pub enum Verdict {
     },
 }
 
+impl Verdict {
+    /// What a release says of its wait, for its log line: nothing when it did not wait.
+    pub fn said(&self) -> String {
+        match *self {
+            Verdict::Wait { .. }
+            | Verdict::Release {
+                waited: None,
+                left: _,
+            } => String::new(),
+            Verdict::Release {
+                waited: Some(w),
+                left: None,
+            } => format!("; its backlog written in {:.1}s", w.as_secs_f64()),
+            Verdict::Release {
+                waited: Some(w),
+                left: Some(left),
+            } => format!(
+                "; {} of its backlog still unwritten after {:.1}s",
+                crate::display::show_bytes(left),
+                w.as_secs_f64()
+            ),
+        }
+    }
+}
+
 /// Whether to release now, given the restriction's backlog (`None`: cannot tell, e.g. no
 /// memory controller or the unit's cgroup is gone), how long the kernel may leave dirty pages
 /// unwritten (`system::vmstat::writeback_delay`, asked only when a wait begins) and the wait so
