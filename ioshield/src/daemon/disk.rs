@@ -390,3 +390,63 @@ async fn lift(
         tracing::warn!("release pid {root}: {e}");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// A restriction whose writers are gone and whose release waits for their backlog leaves
+    /// the disk free for the next writer, and is kept apart with what its release line needs.
+    #[test]
+    fn a_gone_writers_restriction_waits_apart() {
+        let now = Instant::now();
+        let mut rt = DiskRuntime {
+            restriction: Some(3),
+            method: Some(Method::DryRun),
+            offender: Some(Offender {
+                pid: 140,
+                comm: "cp".into(),
+                since: now,
+                action: "io.weight=1".into(),
+                place: Some("/ioshield.slice/r3".into()),
+            }),
+            ..Default::default()
+        };
+        rt.state.hold(140);
+        let verdict = drain::judge(
+            Some(64 << 20),
+            || Duration::from_secs(35),
+            now,
+            &mut rt.drain,
+        );
+        assert_eq!(verdict, Verdict::Wait { started: true });
+        rt.linger(140, &ProcessTree::default());
+        assert!(rt.state.held.is_none(), "the disk holds no writer now");
+        assert_eq!(
+            (rt.restriction, rt.drain, rt.offender.is_none()),
+            (None, None, true)
+        );
+        assert_eq!(
+            rt.method,
+            Some(Method::DryRun),
+            "the disk's action stays known"
+        );
+        let [apart] = &rt.draining[..] else {
+            panic!("{} kept apart", rt.draining.len());
+        };
+        assert_eq!(
+            (
+                apart.id,
+                apart.root,
+                apart.comm.as_str(),
+                apart.place.as_deref()
+            ),
+            (3, 140, "cp", Some("/ioshield.slice/r3"))
+        );
+        assert_eq!(apart.drain.since, now);
+        // Nothing waits: nothing is set apart.
+        rt.linger(141, &ProcessTree::default());
+        assert_eq!(rt.draining.len(), 1);
+    }
+}

@@ -455,6 +455,7 @@ impl Engine {
             .iter()
             .filter(|(disk, rt)| {
                 rt.restriction.is_none()
+                    && rt.draining.is_empty()
                     && rt
                         .model_matched
                         .is_some_and(|(_, at)| at.elapsed() >= MODEL_MATCH_EVERY)
@@ -548,6 +549,7 @@ impl Engine {
             bw,
             rt.state.held.is_some(),
             rt.method.as_ref().is_some_and(Method::uses_iocost),
+            rt.draining.len(),
         );
 
         // What others beside a restriction's processes (`inside`) make of its memory.high:

@@ -83,6 +83,7 @@ pub struct Metrics {
     pub dirtied_bytes: Family<DeviceLabel, Counter>,
     pub throttled_seconds: Family<DeviceLabel, FloatCounter>,
     pub offenders: Family<DeviceLabel, Gauge>,
+    pub draining: Family<DeviceLabel, Gauge>,
     pub iocost: Family<DeviceLabel, Gauge>,
     pub bandwidth: Family<DeviceLabel, FloatGauge>,
     pub backlog_guard: Family<DeviceLabel, Gauge>,
@@ -105,6 +106,7 @@ impl Metrics {
             dirtied_bytes: Family::default(),
             throttled_seconds: Family::default(),
             offenders: Family::default(),
+            draining: Family::default(),
             iocost: Family::default(),
             bandwidth: Family::default(),
             backlog_guard: Family::default(),
@@ -139,6 +141,12 @@ impl Metrics {
             "offenders",
             "Process subtrees currently restricted, per disk",
             m.offenders.clone(),
+        );
+        registry.register(
+            "draining",
+            "Restrictions whose processes are gone, kept until the backlog they left is \
+             written while the disk's next writer may be restricted, per disk",
+            m.draining.clone(),
         );
         registry.register(
             "iocost",
@@ -254,12 +262,22 @@ impl Metrics {
     }
 
     /// A disk's current bandwidth and whether an offender is restricted on it.
-    pub fn disk(&self, disk: &Disk, bandwidth: f64, restricted: bool, by_iocost: bool) {
+    pub fn disk(
+        &self,
+        disk: &Disk,
+        bandwidth: f64,
+        restricted: bool,
+        by_iocost: bool,
+        draining: usize,
+    ) {
         let label = DeviceLabel::of(disk);
         self.bandwidth.get_or_create(&label).set(bandwidth);
         self.offenders
             .get_or_create(&label)
             .set(i64::from(restricted));
+        self.draining
+            .get_or_create(&label)
+            .set(i64::try_from(draining).unwrap_or(i64::MAX));
         self.iocost
             .get_or_create(&label)
             .set(i64::from(restricted && by_iocost));
@@ -351,6 +369,7 @@ mod tests {
             30e6,
             true,
             true,
+            1,
         );
         m.backlog_guard(
             &Disk {
@@ -370,6 +389,10 @@ mod tests {
         let text = m.render();
         assert!(
             text.contains("ioshield_dirtied_bytes_total{device=\"vdb\"} 4096"),
+            "{text}"
+        );
+        assert!(
+            text.contains("ioshield_draining{device=\"vdb\"} 1\n"),
             "{text}"
         );
         assert!(

@@ -268,7 +268,9 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // Its 330-430 MB, under the kernel's background threshold, wait for their inode to
             // expire (30 s after the writeback that stopped half-way at the exit) before
             // anything writes them: released 19-46 s after the exit here, once more than 63 s
-            // (CI, 6.12, stop 34), so the loads run 78 s past it.
+            // (CI, 6.12, stop 34), so the loads run 78 s past it. A second writer starts 8 s
+            // after the first stopped, while that wait goes on: it is restricted at its first
+            // report, not left unheld until the backlog is written (docs/bench/newcomer.md).
             let drained = stall_as(
                 "ioshield-drain",
                 "ioshield",
@@ -276,14 +278,20 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                     "BANDWIDTH=30MB/s",
                     "DURATION=90",
                     "OFFENDER_STOP=12",
+                    "NEXT_OFFENDER=20-26",
                     "IOSHIELD_DEVICE=memory_high = \"off\"",
                 ],
-            )
-            .and_then(|p| {
+            );
+            let newcomer = drained
+                .as_ref()
+                .map_err(|e| anyhow::anyhow!("{e:#}"))
+                .and_then(|_| newcomer_held_while_draining(&dir.join("ioshield-drain")));
+            let drained = drained.and_then(|p| {
                 let drained = released_after_its_backlog(&dir.join("ioshield-drain"))?;
                 Ok(format!("{drained}; {}", compare(&p, &none)?))
             });
             report(series, "ioshield-drain release", drained);
+            report(series, "ioshield-drain newcomer", newcomer);
             // The backlog guard alone (max_dirty, no restriction): the kernel's per-disk dirty
             // limit from 6.2 on; stall.sh fails the run if the knobs are not put back.
             if has_bdi_byte_limits(series) {
@@ -592,7 +600,11 @@ fn released_after_its_backlog(run: &Path) -> Result<String> {
         );
     };
     let held = text[at..].lines().next().unwrap_or_default();
-    let Some(release) = text[at..].lines().find(|l| l.contains("release pid")) else {
+    let pid = waiting_pid(&text, at);
+    let Some(release) = text[at..]
+        .lines()
+        .find(|l| l.contains(&format!("release pid {pid} ")))
+    else {
         bail!("held for its backlog ({held}) and never released");
     };
     let Some(from) = release.find("its backlog written in ") else {
@@ -609,6 +621,53 @@ fn released_after_its_backlog(run: &Path) -> Result<String> {
     Ok(format!(
         "held for {}, {written}",
         said("is due for release; held until the ", held)
+    ))
+}
+
+/// The pid of a "pid N is due for release" line that starts at `at` in the daemon's log.
+fn waiting_pid(text: &str, at: usize) -> &str {
+    text[..at]
+        .rsplit_once("pid ")
+        .map_or("", |(_, pid)| pid.trim())
+}
+
+/// A writer that starts while a restriction whose writers are gone waits for its backlog is
+/// restricted at its first report, before that release: the "judged meanwhile" line, then the
+/// newcomer's restriction, then (if within the run) the first one's release.
+fn newcomer_held_while_draining(run: &Path) -> Result<String> {
+    let text = daemon_log(run)?;
+    let Some(at) = text.find("is due for release; held until the ") else {
+        bail!("no release waited for a backlog");
+    };
+    let due = text[at..].lines().next().unwrap_or_default();
+    if !due.contains("the disk's next writer is judged meanwhile") {
+        bail!("the waiting restriction still holds the disk: {due}");
+    }
+    let pid = waiting_pid(&text, at);
+    let after: Vec<&str> = text[at..].lines().collect();
+    let released = after
+        .iter()
+        .position(|l| l.contains(&format!("release pid {pid} ")))
+        .unwrap_or(after.len());
+    let Some(newcomer) = after[..released]
+        .iter()
+        .find(|l| l.contains("restrict pid ") && !l.contains(&format!("restrict pid {pid} ")))
+    else {
+        let next = after
+            .iter()
+            .find(|l| l.contains("restrict pid "))
+            .map_or("never".to_string(), |l| format!("only after it: {l}"));
+        bail!("no other writer restricted while pid {pid}'s release waited ({next})");
+    };
+    let who = excerpt(newcomer, "restrict pid ", ")");
+    let how = excerpt(newcomer, "dirtied ", "after)");
+    let waited = if released < after.len() {
+        "released after it"
+    } else {
+        "still waiting at the end of the run"
+    };
+    Ok(format!(
+        "{who} {how}, while pid {pid}'s restriction waited for its backlog ({waited})"
     ))
 }
 
@@ -1090,6 +1149,58 @@ mod tests {
             check(&format!("{restrict}{held}{drained}")).unwrap(),
             "held for 301.2 MB, its backlog written in 11.3s"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// The newcomer check wants another writer restricted after the wait began apart and
+    /// before that restriction's release.
+    #[test]
+    fn the_newcomer_check_wants_the_next_writer_held_during_the_wait() {
+        let dir = run_dir("newcomer");
+        let log = dir.join("results/daemon.log");
+        let first = "2026-11-29T04:02:46Z  INFO restrict pid 214 (ioshield-load) dirtied 7.5 MB \
+            in 152 ms on /dev/vda, faster than the disk's 30.0 MB/s (judged 9 ms after): \
+            io.weight=1\n";
+        let apart = "2026-11-29T04:02:51Z  INFO /dev/vda: pid 214 is due for release; held \
+            until the 27.3 MB its writers left are written; its processes gone, the disk's next \
+            writer is judged meanwhile\n";
+        let held = "2026-11-29T04:02:51Z  INFO /dev/vda: pid 214 is due for release; held \
+            until the 27.3 MB its writers left are written\n";
+        let next = "2026-11-29T04:02:52Z  INFO restrict pid 216 (ioshield-load) dirtied 7.5 MB \
+            in 101 ms on /dev/vda, faster than the disk's 30.0 MB/s (judged 4 ms after): \
+            io.weight=1\n";
+        let release = "2026-11-29T04:02:53Z  INFO release pid 214 (ioshield-load) on /dev/vda: \
+            nothing of it is left; its backlog written in 1.0s; 0 restored\n";
+        let check = |text: &str| {
+            std::fs::write(&log, text).unwrap();
+            super::newcomer_held_while_draining(&dir)
+        };
+        let e = check(&format!("{first}{held}{release}{next}"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("still holds the disk"), "{e}");
+        let e = check(&format!("{first}{apart}{release}{next}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("no other writer restricted while pid 214's release waited")
+                && e.contains("only after it"),
+            "{e}"
+        );
+        assert_eq!(
+            check(&format!("{first}{apart}{next}{release}")).unwrap(),
+            "restrict pid 216 (ioshield-load) dirtied 7.5 MB in 101 ms on /dev/vda, faster than \
+             the disk's 30.0 MB/s (judged 4 ms after), while pid 214's restriction waited for \
+             its backlog (released after it)"
+        );
+        // The release check follows the waiting restriction's pid, not the newcomer's.
+        let next_release = release.replace("pid 214", "pid 216");
+        let text = format!("{first}{apart}{next}{next_release}");
+        std::fs::write(&log, text).unwrap();
+        let e = super::released_after_its_backlog(&dir)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never released"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
