@@ -462,21 +462,7 @@ impl Actuator {
     /// disk is quiet (`settle_lingering`): the entries pass to the shared set-up, which exit and
     /// the next start after a crash put back like the rest.
     pub(super) fn keep_iocost_on(&mut self, entries: &[Change]) -> Result<()> {
-        if entries.is_empty() {
-            return Ok(());
-        }
-        self.journal.update(|c| {
-            if !entries.contains(c) {
-                return false;
-            }
-            match c {
-                Change::Iocost { restriction, .. } => {
-                    *restriction = super::SHARED;
-                    true
-                }
-                _ => false,
-            }
-        })?;
+        self.hand_iocost_to(entries, super::SHARED)?;
         for e in entries {
             if let Change::Iocost { device, .. } = e {
                 self.lingering
@@ -487,8 +473,9 @@ impl Actuator {
         Ok(())
     }
 
-    /// Passes the iocost a released restriction held (its journal entries) to `heir`, another
-    /// restriction of the same disk, which puts it back (or keeps it on) at its own release.
+    /// Passes the iocost a released restriction held (its journal entries) to `heir`: another
+    /// restriction of the same disk, which puts it back (or keeps it on) at its own release, or
+    /// the shared set-up.
     pub(super) fn hand_iocost_to(&mut self, entries: &[Change], heir: u64) -> Result<()> {
         if entries.is_empty() {
             return Ok(());

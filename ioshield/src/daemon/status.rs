@@ -296,10 +296,7 @@ pub fn render(s: &Status) -> String {
                     "  restricted: pid {} ({}){} for {}: {}",
                     o.pid,
                     crate::display::printable(&o.comm),
-                    o.place.as_deref().map_or(String::new(), |p| format!(
-                        " in {}",
-                        crate::display::printable(p)
-                    )),
+                    in_place(o.place.as_deref()),
                     ago(o.restricted_for_secs),
                     o.action
                 );
@@ -322,10 +319,7 @@ pub fn render(s: &Status) -> String {
                 "  gone, held until the backlog it left is written: pid {} ({}){}, for {}",
                 w.pid,
                 crate::display::printable(&w.comm),
-                w.place.as_deref().map_or(String::new(), |p| format!(
-                    " in {}",
-                    crate::display::printable(p)
-                )),
+                in_place(w.place.as_deref()),
                 ago(w.waiting_for_secs)
             );
         }
@@ -345,6 +339,13 @@ pub fn render(s: &Status) -> String {
         }
     }
     out
+}
+
+/// ` in PLACE` for a restriction's unit or cgroup, nothing without one.
+fn in_place(place: Option<&str>) -> String {
+    place.map_or(String::new(), |p| {
+        format!(" in {}", crate::display::printable(p))
+    })
 }
 
 /// `1h 2min`, `45s`: whole seconds, as a person reads an age.
