@@ -362,8 +362,9 @@ if [ "${COMMIT_TRACE:-0}" = 1 ]; then
             js=$(stack "/proc/$jbd2/stack" 4)
             line="$up $r $w |$(stack "/proc/$commit_pid/stack" 4) |$js"
             # A commit waiting for open handles: who holds them, among the tasks that sleep
-            # uninterruptibly (`|| name stack` per task).
-            case $js in *jbd2_journal_wait_updates*)
+            # uninterruptibly (`|| name stack` per task). 6.1 inlines the wait: jbd2 then
+            # sleeps in jbd2_journal_commit_transaction itself.
+            case $js in *jbd2_journal_wait_updates* | " jbd2_journal_commit_transaction"*)
                 for t in /proc/[0-9]*/task/[0-9]*; do
                     read -r _ c st _ < "$t/stat" 2> /dev/null || continue
                     [ "$st" = D ] && [ "${t##*/}" != "$jbd2" ] && line="$line || $c$(stack "$t/stack" 12)"
