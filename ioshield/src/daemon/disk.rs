@@ -262,9 +262,20 @@ impl DiskRuntime {
         });
     }
 
-    /// Releases each restriction set apart whose backlog is written, or whose wait gave up.
+    /// Releases each restriction set apart whose backlog is written, or whose wait gave up, or
+    /// which a process entered again (a service of the same unit started anew): that process
+    /// would be held without the daemon judging it.
     pub async fn finish_drains(&mut self, disk: &Disk, now: Instant, fx: &mut Effects<'_>) {
         for d in std::mem::take(&mut self.draining) {
+            if let Some(pid) = fx
+                .actuator
+                .live_members(d.id)
+                .and_then(|p| p.first().copied())
+            {
+                let why = format!("pid {pid} entered it while its backlog was written");
+                lift(disk, d.id, d.root, &d.comm, d.method.label(), why, fx).await;
+                continue;
+            }
             let backlog = fx.actuator.backlog(d.id);
             let mut wait = Some(d.drain);
             let delay = crate::system::vmstat::writeback_delay;
