@@ -523,3 +523,25 @@ impl Actuator {
         Ok(Some((method, self.stopwatch.clone())))
     }
 }
+
+#[cfg(test)]
+impl Actuator {
+    /// An actuator over a stand-in cgroup hierarchy at `root` holding one restriction by
+    /// `method` in its cgroup `cg` (relative to `root`), for tests of what the daemon does
+    /// with a restriction it made. Returns the restriction's id.
+    pub fn holding_cgroup(journal: Journal, root: &Path, cg: &Path, method: Method) -> (Self, u64) {
+        let mut actuator = Actuator::new(
+            journal,
+            Some(Cgroupfs {
+                root: root.to_path_buf(),
+            }),
+            None,
+        );
+        let id = actuator.next_id;
+        actuator.next_id += 1;
+        let mut active = Active::new(method);
+        active.cgroup = Some(cg.to_path_buf());
+        actuator.active.insert(id, active);
+        (actuator, id)
+    }
+}

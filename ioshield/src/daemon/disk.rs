@@ -460,4 +460,70 @@ mod tests {
         rt.linger(141, &ProcessTree::default());
         assert_eq!(rt.draining.len(), 1);
     }
+
+    /// A restriction set apart stays while its backlog is written, and goes at once when a
+    /// process enters its cgroup again (a unit's service started anew): nothing is held that
+    /// the daemon does not judge.
+    #[tokio::test]
+    async fn a_restriction_set_apart_goes_when_a_process_enters_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("cgroup");
+        let cg = std::path::Path::new("/ioshield.slice/r1");
+        let abs = root.join("ioshield.slice/r1");
+        std::fs::create_dir_all(&abs).unwrap();
+        std::fs::write(abs.join("cgroup.procs"), "").unwrap();
+        std::fs::write(
+            abs.join("memory.stat"),
+            "file_dirty 67108864\nfile_writeback 0\n",
+        )
+        .unwrap();
+        let (journal, _) = crate::journal::Journal::open(&dir.path().join("state.json")).unwrap();
+        let held = Method::Cgroup(crate::act::CgroupLimits {
+            dev: Default::default(),
+            write: crate::act::WriteControl::Limit(25_000_000),
+            memory_high: Some(32 << 20),
+        });
+        let (mut actuator, id) = Actuator::holding_cgroup(journal, &root, cg, held.clone());
+        let mut metrics = Metrics::new();
+        let mut log = DecisionLog::default();
+        let mut limit = RateLimit::new(Duration::from_secs(60));
+        let now = Instant::now();
+        let mut drain = None;
+        drain::judge(Some(64 << 20), || Duration::from_secs(35), now, &mut drain);
+        let mut rt = DiskRuntime {
+            draining: vec![Draining {
+                id,
+                root: 140,
+                comm: "cp".into(),
+                place: None,
+                method: held,
+                drain: drain.unwrap(),
+            }],
+            ..Default::default()
+        };
+        let disk = Disk {
+            id: Default::default(),
+            name: Some("vdb".into()),
+        };
+        let mut fx = Effects {
+            actuator: &mut actuator,
+            metrics: &mut metrics,
+            log: &mut log,
+            limit: &mut limit,
+        };
+        rt.finish_drains(&disk, now + Duration::from_secs(1), &mut fx)
+            .await;
+        assert_eq!(rt.draining.len(), 1, "its backlog is still there");
+        std::fs::write(abs.join("cgroup.procs"), "4242\n").unwrap();
+        rt.finish_drains(&disk, now + Duration::from_secs(2), &mut fx)
+            .await;
+        assert!(rt.draining.is_empty());
+        let said = log.recent();
+        assert!(
+            said.iter().any(|r| r.message.contains(
+                "release pid 140 (cp) on /dev/vdb: pid 4242 entered it while its backlog was written"
+            )),
+            "{said:?}"
+        );
+    }
 }
