@@ -75,7 +75,8 @@ pub struct Draining {
     pub root: u32,
     pub comm: String,
     pub place: Option<String>,
-    pub method: Method,
+    /// The kind of action, for its release line.
+    pub method: &'static str,
     pub drain: Drain,
 }
 
@@ -241,9 +242,10 @@ impl DiskRuntime {
     /// Sets the held restriction, whose processes are all gone and whose release waits for
     /// their backlog (`self.drain`), apart as [`Draining`]: the disk holds no writer now.
     pub fn linger(&mut self, root: u32, tree: &ProcessTree) {
-        let (Some(drain), Some(method)) = (self.drain.take(), self.method.clone()) else {
+        let Some(drain) = self.drain.take() else {
             return;
         };
+        let method = self.method.as_ref().map_or("?", Method::label);
         let Some(id) = self.restriction.take() else {
             return;
         };
@@ -273,7 +275,7 @@ impl DiskRuntime {
                 .and_then(|p| p.first().copied())
             {
                 let why = format!("pid {pid} entered it while its backlog was written");
-                lift(disk, d.id, d.root, &d.comm, d.method.label(), why, fx).await;
+                lift(disk, d.id, d.root, &d.comm, d.method, why, fx).await;
                 continue;
             }
             let backlog = fx.actuator.backlog(d.id);
@@ -283,7 +285,7 @@ impl DiskRuntime {
                 (Verdict::Wait { .. }, Some(drain)) => self.draining.push(Draining { drain, ..d }),
                 (verdict, _) => {
                     let why = format!("nothing of it is left{}", verdict.said());
-                    lift(disk, d.id, d.root, &d.comm, d.method.label(), why, fx).await;
+                    lift(disk, d.id, d.root, &d.comm, d.method, why, fx).await;
                 }
             }
         }
@@ -483,7 +485,7 @@ mod tests {
             write: crate::act::WriteControl::Limit(25_000_000),
             memory_high: Some(32 << 20),
         });
-        let (mut actuator, id) = Actuator::holding_cgroup(journal, &root, cg, held.clone());
+        let (mut actuator, id) = Actuator::holding_cgroup(journal, &root, cg, held);
         let mut metrics = Metrics::new();
         let mut log = DecisionLog::default();
         let mut limit = RateLimit::new(Duration::from_secs(60));
@@ -496,7 +498,7 @@ mod tests {
                 root: 140,
                 comm: "cp".into(),
                 place: None,
-                method: held,
+                method: "cgroup",
                 drain: drain.unwrap(),
             }],
             ..Default::default()
