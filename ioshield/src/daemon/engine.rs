@@ -21,7 +21,7 @@ use crate::{
     act::{Actuator, CgroupAction, Method, iocost, method::method_for},
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
-        backlog::Backlogs,
+        backlog::{Backlogs, DiskBacklog},
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
         company::{self, Company},
         drain::{self, Verdict},
@@ -39,20 +39,6 @@ use crate::{
         pressure,
     },
 };
-
-/// A disk's part of the machine's backlog, and whether the disk is busy writing.
-#[derive(Clone, Copy, Debug)]
-struct DiskBacklog {
-    bytes: f64,
-    behind: bool,
-}
-
-/// Writes in flight on average over a tick from which a disk counts as busy writing its backlog.
-/// A disk kept writing has one or more: the bed's 30 MB/s disk held at 25 MB/s 1.3-1.6
-/// (docs/bench/speed-probe.md), the 10 MB/s stick 9-21 (docs/bench/stick.md); the fast disk
-/// taking a 10 MB/s download as it came had 0.04-0.08 (its speed probe's lines in the stop 51
-/// bulk bench). Half of one leaves room for a busy disk's short gaps.
-const BEHIND_QUEUE: f64 = 0.5;
 
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
@@ -370,12 +356,11 @@ impl Engine {
         disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
-            let backlog = DiskBacklog {
-                bytes: self.backlogs.of(disk.id),
-                behind: sample.disks.get(&disk.id).is_some_and(|d| {
-                    d.writing() / sample.disks_elapsed.as_secs_f64().max(1e-3) >= BEHIND_QUEUE
-                }),
-            };
+            let backlog = DiskBacklog::new(
+                self.backlogs.of(disk.id),
+                sample.disks.get(&disk.id),
+                sample.disks_elapsed.as_secs_f64(),
+            );
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
@@ -618,12 +603,7 @@ impl Engine {
                 .max(inside),
             held_gone,
             bandwidth: bw,
-            // A disk not measured is judged at a guess: its backlog says how long a flush
-            // would take only once the disk is busy writing it. Before, it is dirty data the
-            // kernel keeps unwritten (up to 30 s, or its background threshold) on a disk that
-            // may be far faster than the guess: a download of 10 MB/s to the fast system disk
-            // was restricted for a backlog "of 2.6 s" that the disk had not begun to write.
-            flush_seconds: (estimate.capacity || backlog.behind).then(|| backlog.bytes / bw),
+            flush_seconds: backlog.flush_seconds(&estimate),
             burst,
         };
         let decision = rt.state.step(&inputs, &policy);

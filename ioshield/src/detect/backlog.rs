@@ -15,7 +15,60 @@
 //! writes more than is dirtied on it, and at most what the machine holds.
 use std::collections::HashMap;
 
-use crate::{model::sample::Sample, system::devices::DevId};
+use crate::{
+    detect::bandwidth::Estimate,
+    model::sample::{DiskDelta, Sample},
+    system::devices::DevId,
+};
+
+/// Writes in flight on average over a tick from which a disk counts as busy writing its backlog.
+/// A disk kept writing has one or more: the bed's 30 MB/s disk held at 25 MB/s 1.3-1.6
+/// (docs/bench/speed-probe.md), the 10 MB/s stick 9-21 (docs/bench/stick.md); the fast disk
+/// taking a 10 MB/s download as it came had 0.04-0.08 (its speed probe's lines in the stop 51
+/// bulk bench). Half of one leaves room for a busy disk's short gaps.
+const BEHIND_QUEUE: f64 = 0.5;
+
+/// A disk's part of the machine's backlog, and what the disk did with it over the last tick.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DiskBacklog {
+    pub bytes: f64,
+    /// Whether the disk was busy writing over the tick.
+    pub behind: bool,
+    /// What it wrote over the tick, bytes per second.
+    pub writing: f64,
+}
+
+impl DiskBacklog {
+    /// The disk's part, and what its counters say it did over a tick of `seconds`.
+    pub fn new(bytes: f64, delta: Option<&DiskDelta>, seconds: f64) -> Self {
+        let seconds = seconds.max(1e-3);
+        DiskBacklog {
+            bytes,
+            behind: delta.is_some_and(|d| d.writing() / seconds >= BEHIND_QUEUE),
+            writing: delta.map_or(0.0, |d| d.written as f64 / seconds),
+        }
+    }
+
+    /// How long the disk would take to write its part, for the backlog trigger; `None` while
+    /// that says nothing.
+    ///
+    /// A disk not measured is judged at a guess: its backlog says how long a flush would take
+    /// only once the disk is busy writing it. Before, it is dirty data the kernel keeps unwritten
+    /// (up to 30 s, or its background threshold) on a disk that may be far faster than the
+    /// guess: a download of 10 MB/s to the fast system disk was restricted for a backlog "of
+    /// 2.6 s" that the disk had not begun to write. Once it writes, what it writes is a floor
+    /// for its speed: the kernel's periodic flush of that download's expired pages kept the disk
+    /// busy for a tick, and judged at the guess its 47 MB "would take 1.9 s", so the download
+    /// was restricted (6.12, CI of stop 56).
+    pub fn flush_seconds(&self, estimate: &Estimate) -> Option<f64> {
+        if estimate.capacity {
+            Some(self.bytes / estimate.bytes_per_sec)
+        } else {
+            self.behind
+                .then(|| self.bytes / estimate.bytes_per_sec.max(self.writing))
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Backlogs {
@@ -90,6 +143,46 @@ mod tests {
             );
         }
         s
+    }
+
+    fn busy(written: u64, write_ms: u64) -> DiskDelta {
+        DiskDelta {
+            written,
+            write_ms,
+            ..DiskDelta::default()
+        }
+    }
+
+    /// A measured disk is judged at its speed, busy or not; one that is not is judged only
+    /// while busy, at the faster of the guess and what it writes.
+    #[test]
+    fn a_backlog_is_judged_at_what_the_disk_shows_it_writes() {
+        let guessed = Estimate::ASSUMED;
+        let measured = Estimate {
+            capacity: true,
+            measured: true,
+            ..Estimate::ASSUMED
+        };
+        let tick = 0.1;
+        // 47 MB of a download's expired pages, the fast disk writing 15 MB of it in the tick
+        // with 3 writes in flight on average.
+        let fast = DiskBacklog::new(47e6, Some(&busy(15 * MB, 300)), tick);
+        assert!(fast.behind);
+        let s = fast.flush_seconds(&guessed).unwrap();
+        assert!((s - 47.0 / 150.0).abs() < 1e-9, "{s}");
+        assert_eq!(fast.flush_seconds(&measured), Some(47e6 / 25e6));
+        // The stick writing 1 MB of its backlog in the tick: judged at the guess, not slower.
+        let stick = DiskBacklog::new(47e6, Some(&busy(MB, 900)), tick);
+        assert_eq!(stick.flush_seconds(&guessed), Some(47e6 / 25e6));
+        // Idle or nearly: nothing to say of a disk not measured.
+        let idle = DiskBacklog::new(47e6, Some(&busy(MB, 40)), tick);
+        assert!(!idle.behind);
+        assert_eq!(idle.flush_seconds(&guessed), None);
+        assert_eq!(
+            DiskBacklog::new(47e6, None, tick).flush_seconds(&guessed),
+            None
+        );
+        assert_eq!(idle.flush_seconds(&measured), Some(47e6 / 25e6));
     }
 
     /// The stick fills the page cache, the system disk writes its download as it comes: the
