@@ -63,6 +63,8 @@
 #                    or `bulk` added (1 MiB through the page cache every 100 ms: a download)
 #   NEXT_OFFENDER    START-STOP (seconds): a second `ioshield-load offender`, not related to the
 #                    first, writes $DATA/offender-next from START to STOP
+#   END_AFTER_RELEASE=S  the loads end S seconds after the daemon's log says it released the
+#                    offender, DURATION at the latest
 #   BPF_STATS=1      turn on kernel.bpf_stats_enabled and save the daemon's programs' run_cnt and
 #                    run_time_ns (from /proc/PID/fdinfo) to bpf-stats.txt before stopping it
 # clock.txt always maps the daemon log's wall clock to the loads' CLOCK_MONOTONIC.
@@ -446,6 +448,7 @@ case $SCENARIO in
     *) $offender 2>> "$RESULTS/loads.log" & ;;
 esac
 pids="$pids $!"
+offender_pid=$!
 echo "stall: offender pid $!, $(ionice -p "$!")"
 # NEXT_OFFENDER: another writer, not related to the first, from START to STOP.
 if [ -n "${NEXT_OFFENDER:-}" ]; then
@@ -457,10 +460,24 @@ if [ -n "${NEXT_OFFENDER:-}" ]; then
     echo "stall: next offender pid $!"
 fi
 
+# END_AFTER_RELEASE=S: the loads end S seconds after the daemon released the offender, not at
+# DURATION: a run that waits for the release of a backlog (written 19-63 s after the offender
+# stopped) then costs the VM time that wait took, not its worst case. SIGTERM ends a load
+# cleanly, its record written.
+ender=
+if [ -n "${END_AFTER_RELEASE:-}" ] && [ -n "$daemon" ]; then
+    (while ! grep -q "release pid $offender_pid " "$RESULTS/daemon.log"; do sleep 1; done
+        echo "stall: the offender released; the loads end in $END_AFTER_RELEASE s"
+        sleep "$END_AFTER_RELEASE"
+        kill -TERM $pids 2> /dev/null) &
+    ender=$!
+fi
+
 failed=0
 for p in $pids; do
     wait "$p" || failed=1
 done
+[ -n "$ender" ] && kill "$ender" 2> /dev/null
 
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"

@@ -72,6 +72,7 @@ pub fn run_all(lint: bool, vm: bool, filter: Option<&str>) -> Result<()> {
             out: "target/vm-e2e".into(),
             timeout: 900,
             quiet: true,
+            measure: false,
         })?;
     }
     println!("xtask: every check passed");

@@ -46,6 +46,8 @@ pub struct Args<'a> {
     pub out: &'a Path,
     pub timeout: Duration,
     pub echo: bool,
+    /// Whether the guest also measures the baselines (ioshield stopped) of its `MEASURE` lines.
+    pub measure: bool,
 }
 
 pub fn run(a: &Args) -> Result<()> {
@@ -103,6 +105,10 @@ fn run_one(a: &Args, series: &str, deb: &Path, load: &Path, out: &Path) -> Resul
         ("run.sh", FileSource::Text(include_str!("e2e-run.sh"))),
         ("ioshield-e2e.target", FileSource::Text(TARGET)),
         ("ioshield-e2e.service", FileSource::Text(SERVICE)),
+        (
+            "env",
+            FileSource::Text(if a.measure { "E2E_MEASURE=1\n" } else { "" }),
+        ),
     ];
     let done = runner::run(&runner::Options {
         series,

@@ -76,6 +76,10 @@ pub enum VmCommand {
         /// Do not copy the guest's console to stdout.
         #[arg(long, short)]
         quiet: bool,
+        /// Also measure the copy and the untar with ioshield stopped, the baselines of their
+        /// `MEASURE` lines (left out of `cargo xtask test`: they check nothing).
+        #[arg(long)]
+        measure: bool,
     },
 }
 
@@ -123,6 +127,7 @@ pub fn main(cmd: VmCommand) -> Result<()> {
             out,
             timeout,
             quiet,
+            measure,
         } => e2e::run(&e2e::Args {
             series: &kernel,
             deb: deb.as_deref(),
@@ -131,6 +136,7 @@ pub fn main(cmd: VmCommand) -> Result<()> {
             out: &out,
             timeout: std::time::Duration::from_secs(timeout),
             echo: !quiet,
+            measure,
         }),
     }
 }
