@@ -753,7 +753,7 @@ const MIN_HELD_BESIDE_OTHERS_MB_S: f64 = 18.0;
 /// The same on kernels that keep the counts fresh themselves (6.1). There the writer held at
 /// 8 MiB dirtied 17.4-20.9 MB/s in 14 runs of this check at stop 57, stop 47's daemon (when
 /// the gate of 18 was set for both kernels) 19.3 and 20.0, with the refresh forced 17.4 and
-/// 18.8, with memory.high 32 MiB 20.2, without one 31.9: 6.1 pays memory.high a third of the
+/// 18.8: iocost's weight over the short queue memory.high leaves keeps it at two thirds of the
 /// disk whatever the daemon does about the counts (README, "What falls short"). The gate of 18
 /// failed CI at 17.5 (stop 56) on that noise; this one still catches a writer held to 12-15.
 const MIN_HELD_BESIDE_OTHERS_FRESH_COUNTS_MB_S: f64 = 16.0;
