@@ -840,12 +840,9 @@ check held-copies-not-released-as-calm "a copy writing all along was let go as c
 # IOWriteBandwidthMax= and, once the daemon sees the files it writes, lightened: MemoryHigh=128M
 # under the same limit (act/method.rs LIGHT_WRITER_MEMORY_HIGH), not the 8 MiB of a writer
 # beside others, which held the untar to about half its speed on the cgroupfs bench.
-# (mawk's sprintf stops at 8 KiB: the 32 KiB of each file are made by doubling.)
+# The tarball is written in one pass by ioshield-load (as stall.sh's untar offender's is).
 SMALL_TAR=/dev/shm/small.tar
-mkdir -p /dev/shm/t/small &&
-    awk -v d=/dev/shm/t/small 'BEGIN { s = "x"; while (length(s) < 32768) s = s s;
-        for (i = 0; i < 8192; i++) { f = sprintf("%s/f%04d", d, i); printf "%s", s > f; close(f) } }' &&
-    tar -cf "$SMALL_TAR" -C /dev/shm/t small && rm -rf /dev/shm/t
+/e2e/ioshield-load tarball --out "$SMALL_TAR" --files 8192 --file-size 32KiB
 log "untar source: $(stat -c %s "$SMALL_TAR" 2>/dev/null || echo missing) bytes in $SMALL_TAR"
 # The untar's time includes the `sync` after it.
 untar_job() {

@@ -1,5 +1,6 @@
 //! `ioshield-load`: the thesis's loads (control, write, multiwrite, offender) and a database-like
-//! commit load for measuring stalls, and `summarize` to read their records. Runs inside the test VM as well as on a host.
+//! commit load for measuring stalls, `summarize` to read their records, and `tarball` to make
+//! the untar offender's source. Runs inside the test VM as well as on a host.
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use anyhow::Result;
@@ -9,7 +10,7 @@ use ioshield_tests::load::{
     innocent::{self, Innocent},
     offender::{self, Mode, OffenderOptions},
     record::LoadRecord,
-    summary,
+    summary, tarball,
     units::{parse_duration, parse_size},
 };
 
@@ -77,6 +78,21 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Write the untar offender's tarball: `small/f0000`... of FILE_SIZE bytes, then `big`.
+    Tarball {
+        /// The archive to write.
+        #[arg(long)]
+        out: PathBuf,
+        /// How many small files.
+        #[arg(long, default_value_t = 8192)]
+        files: u32,
+        /// Bytes of each small file.
+        #[arg(long, value_parser = parse_size, default_value = "32KiB")]
+        file_size: u64,
+        /// Bytes of one large file after them (none by default).
+        #[arg(long, value_parser = parse_size)]
+        big: Option<u64>,
+    },
     /// Print the metrics of load records side by side.
     Summarize {
         files: Vec<PathBuf>,
@@ -135,6 +151,21 @@ fn run(cli: Cli) -> Result<()> {
                 mode,
             };
             (offender::run(&opts)?, out)
+        }
+        Command::Tarball {
+            out,
+            files,
+            file_size,
+            big,
+        } => {
+            return tarball::write(
+                &out,
+                tarball::Contents {
+                    files,
+                    file_size,
+                    big,
+                },
+            );
         }
         Command::Summarize { files, json } => {
             let rows = summary::rows(&files)?;

@@ -7,4 +7,5 @@ pub mod metrics;
 pub mod offender;
 pub mod record;
 pub mod summary;
+pub mod tarball;
 pub mod units;
