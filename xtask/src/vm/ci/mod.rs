@@ -180,7 +180,6 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 });
                 report(series, "ioshield-auto tar lightened", untar);
             }
-
             // The innocent loads write beside the offender on a disk of known speed: its
             // memory.high is 8 MiB instead of 32 (shorter journal waits for the others), and the
             // daemon's reads of its memory.stat keep the kernel pacing it by its dirty pages
@@ -206,7 +205,6 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 .and_then(|_| desktop::only_the_stick_restricted(&dir.join("ioshield-desktop")));
                 report(series, "ioshield-desktop stick", desktop);
             }
-
             // A held writer whose processes then need memory, as a build's compilers do: its
             // memory.high is lifted once they hold more than its page cache budget, instead of
             // the kernel putting every allocation of theirs to sleep (docs/bench/memory-follow.md).
@@ -215,7 +213,6 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                     .and_then(|(status, results)| build_like::memory_followed(&results, status));
                 report(series, "ioshield build memory", build);
             }
-
             // The cgroup set-up a restriction needs was there before the first writer: made
             // at the first restriction it took 28-76 ms while the offender went on dirtying.
             report(
@@ -280,7 +277,6 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 };
                 report(series, "ioshield-fast probe", fast);
             }
-
             // A writer that stops with hundreds of MiB dirty in its cgroup (no memory.high): its
             // release waits until that backlog is written, which kept the others' pauses at
             // 0.17-0.21 s where releasing at once stalled them 3-7 s (tests/vm/release-drain.sh).
