@@ -17,8 +17,23 @@ sleep 2
 snapshot() { # label: uptime and the offender's write_bytes, as one line
     echo "$1 $(cut -d' ' -f1 /proc/uptime) $(grep '^write_bytes' "/proc/$off/io" | cut -d' ' -f2)"
 }
+# The programs attach while the offender is stopped: under multi-threaded TCG, turning the
+# dirty tracepoint on while another vCPU runs __folio_mark_dirty can execute the breakpoint the
+# kernel patches in on the way (an int3 oops there; the 6.12 smoke panicked three boots in a row
+# at stop 57, with the offender writing as top attached). It writes again once top says so.
+kill -STOP "$off"
+IOSHIELD_LOG=info ioshield top --json --count "$SAMPLES" --interval "$INTERVAL" \
+    > "$RESULTS/top.json" 2> "$RESULTS/top.log" &
+top=$!
+waited=0
+while [ "$waited" -lt 600 ] && kill -0 "$top" 2> /dev/null &&
+    ! grep -q "probes attached" "$RESULTS/top.log"; do
+    sleep 0.1
+    waited=$((waited + 1))
+done
+kill -CONT "$off"
 snapshot before > "$RESULTS/offender-io.txt"
-ioshield top --json --count "$SAMPLES" --interval "$INTERVAL" > "$RESULTS/top.json" 2> "$RESULTS/top.log"
+wait "$top"
 top_status=$?
 snapshot after >> "$RESULTS/offender-io.txt"
 echo "top exit $top_status"
