@@ -747,12 +747,13 @@ fn tightened_beside_others(run: &Path, held: &Result<Pauses>, min_mb_s: f64) -> 
 /// (`refresh_dirty_counts`, docs/bench/dirty-counts.md).
 const MIN_HELD_BESIDE_OTHERS_MB_S: f64 = 18.0;
 /// The same on kernels that keep the counts fresh themselves (6.1). There the writer held at
-/// 8 MiB dirtied 17.4-20.9 MB/s in 14 runs of this check at stop 57, stop 47's daemon (when
+/// 8 MiB dirtied 16.7-20.9 MB/s in 15 runs of this check at stop 57, stop 47's daemon (when
 /// the gate of 18 was set for both kernels) 19.3 and 20.0, with the refresh forced 17.4 and
 /// 18.8: iocost's weight over the short queue memory.high leaves keeps it at two thirds of the
 /// disk whatever the daemon does about the counts (README, "What falls short"). The gate of 18
-/// failed CI at 17.5 (stop 56) on that noise; this one still catches a writer held to 12-15.
-const MIN_HELD_BESIDE_OTHERS_FRESH_COUNTS_MB_S: f64 = 16.0;
+/// failed CI at 17.5 (stop 56) on that noise; this one still catches a writer held to the 12-14
+/// of memory.high's reclaim penalty.
+const MIN_HELD_BESIDE_OTHERS_FRESH_COUNTS_MB_S: f64 = 15.0;
 
 /// The gate of the check on a kernel series of the bed: where the daemon refreshes the held
 /// writer's dirty counts (6.8 and later, `refresh_dirty_counts = "auto"`) and where not.
@@ -1360,8 +1361,8 @@ mod tests {
     fn the_held_writers_gate_is_higher_where_the_daemon_refreshes_its_counts() {
         assert_eq!(super::min_held_beside_others_mb_s("6.12"), 18.0);
         assert_eq!(super::min_held_beside_others_mb_s("6.8"), 18.0);
-        assert_eq!(super::min_held_beside_others_mb_s("6.1"), 16.0);
-        assert_eq!(super::min_held_beside_others_mb_s("6.7"), 16.0);
+        assert_eq!(super::min_held_beside_others_mb_s("6.1"), 15.0);
+        assert_eq!(super::min_held_beside_others_mb_s("6.7"), 15.0);
     }
 
     /// A run of one kernel runs there alone when both are tested, and on the one tested
