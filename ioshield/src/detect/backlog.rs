@@ -31,11 +31,11 @@ const BEHIND_QUEUE: f64 = 0.5;
 /// A disk's part of the machine's backlog, and what the disk did with it over the last tick.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DiskBacklog {
-    pub bytes: f64,
+    bytes: f64,
     /// Whether the disk was busy writing over the tick.
-    pub behind: bool,
+    behind: bool,
     /// What it wrote over the tick, bytes per second.
-    pub writing: f64,
+    writing: f64,
 }
 
 impl DiskBacklog {

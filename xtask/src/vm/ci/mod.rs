@@ -372,8 +372,14 @@ const GUARD_ALONE: &str = "IOSHIELD_DEVICE=action = \"dry-run\";max_dirty = \"25
 /// Whether a kernel series of the bed (`6.1`, `6.12`) has per-BDI `max_bytes` and
 /// `strict_limit` (6.2 and later).
 fn has_bdi_byte_limits(series: &str) -> bool {
+    series_at_least(series, (6, 2))
+}
+
+/// Whether a kernel series (`6.1`, `6.12`) is `min` (major, minor) or later; an unreadable one
+/// is not.
+fn series_at_least(series: &str, min: (u32, u32)) -> bool {
     let mut parts = series.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 2)
+    (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= min
 }
 
 /// The daemon capped the data disk's dirty data at 0.25 s of the configured 30 MB/s.
@@ -779,8 +785,7 @@ const MIN_HELD_BESIDE_OTHERS_FRESH_COUNTS_MB_S: f64 = 15.0;
 /// The gate of the check on a kernel series of the bed: where the daemon refreshes the held
 /// writer's dirty counts (6.8 and later, `refresh_dirty_counts = "auto"`) and where not.
 fn min_held_beside_others_mb_s(series: &str) -> f64 {
-    let mut parts = series.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    if (parts.next().unwrap_or(0), parts.next().unwrap_or(0)) >= (6, 8) {
+    if series_at_least(series, (6, 8)) {
         MIN_HELD_BESIDE_OTHERS_MB_S
     } else {
         MIN_HELD_BESIDE_OTHERS_FRESH_COUNTS_MB_S
@@ -979,12 +984,17 @@ mod tests {
             std::fs::write(&log, text).unwrap();
             super::one_window_after_no_room(&dir)
         };
+        // The check fails, saying `why`.
+        let fails = |text: String, why: &str| {
+            let e = check(text).unwrap_err().to_string();
+            assert!(e.contains(why), "{e}");
+        };
         let kept = dir.join("results/disks.json");
         std::fs::write(&kept, r#"{"at-least:serial:data": 2e7}"#).unwrap();
-        let e = check(format!("{restrict}{}{no_room}{}", window(7), release(49)))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not kept in the daemon's speeds file"), "{e}");
+        fails(
+            format!("{restrict}{}{no_room}{}", window(7), release(49)),
+            "not kept in the daemon's speeds file",
+        );
         std::fs::write(
             &kept,
             r#"{"at-least:serial:data": 2e7, "no-room:serial:data": 25000000.0}"#,
@@ -1002,37 +1012,33 @@ mod tests {
             ok.ends_with("; kept as no-room:serial:data=25000000"),
             "{ok}"
         );
-        let e = check(format!(
-            "{restrict}{}{no_room}{}{}",
-            window(7),
-            window(13),
-            release(49)
-        ))
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("a window after the disk had answered"), "{e}");
-        let e = check(format!("{restrict}{}{no_room}{}", window(7), release(42)))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("before a second window was due"), "{e}");
+        fails(
+            format!(
+                "{restrict}{}{no_room}{}{}",
+                window(7),
+                window(13),
+                release(49)
+            ),
+            "a window after the disk had answered",
+        );
+        fails(
+            format!("{restrict}{}{no_room}{}", window(7), release(42)),
+            "before a second window was due",
+        );
         // A writer that leaves a backlog behind: its wait for it ends the windows as a release
         // does, and a window before it still fails.
         let due = "2026-11-27T02:43:48.0Z  INFO /dev/vda: pid 196 is due for release; held until \
                    the 310 MB its writers left are written\n";
         let ok = check(format!("{restrict}{}{no_room}{due}", window(7))).unwrap();
         assert!(ok.contains("and no window in the 9 s"), "{ok}");
-        let e = check(format!(
-            "{restrict}{}{no_room}{}{due}",
-            window(7),
-            window(13)
-        ))
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("a window after the disk had answered"), "{e}");
-        let e = check(format!("{restrict}{}{no_room}", window(7)))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("no release after the answer"), "{e}");
+        fails(
+            format!("{restrict}{}{no_room}{}{due}", window(7), window(13)),
+            "a window after the disk had answered",
+        );
+        fails(
+            format!("{restrict}{}{no_room}", window(7)),
+            "no release after the answer",
+        );
         // The answer from the second window, the probe's last: no window is due after it.
         let idle = no_room.replace("no room)", "too little of the rate used to tell)");
         let second = no_room
@@ -1053,20 +1059,17 @@ mod tests {
             "{ok}"
         );
         // Too little in an earlier restriction says nothing of this one.
-        let e = check(format!(
-            "{restrict}{}{idle}{}{restrict}{}{no_room}{}",
-            window(7),
-            release(40),
-            window(7),
-            release(42)
-        ))
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("before a second window was due"), "{e}");
-        let e = check(format!("{restrict}{}", window(7)))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("no window answered"), "{e}");
+        fails(
+            format!(
+                "{restrict}{}{idle}{}{restrict}{}{no_room}{}",
+                window(7),
+                release(40),
+                window(7),
+                release(42)
+            ),
+            "before a second window was due",
+        );
+        fails(format!("{restrict}{}", window(7)), "no window answered");
         let room = no_room.replace(
             "0.70 writes in flight: no room)",
             "0.12 writes in flight: room to spare)",
