@@ -92,19 +92,30 @@ impl Actuator {
                 _ => continue,
             };
             match wrote {
-                Ok(()) => changed.push(Followed {
-                    place: unit
-                        .or_else(|| cgroup.map(|c| c.display().to_string()))
-                        .unwrap_or_default(),
-                    budget,
-                    used,
-                    to,
-                    took: started.elapsed(),
-                }),
+                Ok(()) => {
+                    if let Some(active) = self.active.get_mut(&id) {
+                        active.memory_lifted = to == u64::MAX;
+                    }
+                    changed.push(Followed {
+                        place: unit
+                            .or_else(|| cgroup.map(|c| c.display().to_string()))
+                            .unwrap_or_default(),
+                        budget,
+                        used,
+                        to,
+                        took: started.elapsed(),
+                    })
+                }
                 Err(e) => errors.push(e),
             }
         }
         (changed, errors)
+    }
+
+    /// Whether the restriction's `memory.high` was lifted for its processes' own memory: its
+    /// retunes leave it so.
+    pub fn memory_lifted(&self, id: u64) -> bool {
+        self.active.get(&id).is_some_and(|a| a.memory_lifted)
     }
 }
 
@@ -190,6 +201,40 @@ mod tests {
         // Lifted, it stays so.
         std::fs::write(fs.abs(Path::new("/ioshield/r1-42/memory.high")), "max\n").unwrap();
         assert!(actuator.follow_memory().await.0.is_empty());
+    }
+
+    /// A retune (the disk measured, the speed probe's next step) sets the held writer's limits
+    /// again: its memory.high too, unless the follower lifted it for its processes' memory.
+    #[tokio::test]
+    async fn a_retune_leaves_a_lifted_memory_high_lifted() {
+        let retuned = Method::Cgroup(CgroupLimits {
+            dev: DevId {
+                major: 254,
+                minor: 16,
+            },
+            write: WriteControl::Limit(30_000_000),
+            memory_high: Some(8 * MIB),
+        });
+        let (_dir, mut actuator, fs) = held(300 * MIB, 4 * MIB, 8 * MIB);
+        actuator.follow_memory().await;
+        assert_eq!(high(&fs), "max");
+        assert!(actuator.memory_lifted(1));
+        // The compiler exited: what the cgroup holds is its page cache again.
+        std::fs::write(
+            fs.abs(Path::new("/ioshield/r1-42/memory.current")),
+            "5242880\n",
+        )
+        .unwrap();
+        actuator.retune(1, &retuned).await.unwrap().unwrap();
+        assert_eq!(high(&fs), "max");
+        assert!(actuator.memory_lifted(1));
+        // Not lifted: the retune sets it to the budget on top of what the cgroup holds besides.
+        let (_dir, mut actuator, fs) = held(9 * MIB, 8 * MIB, 9 * MIB);
+        actuator.follow_memory().await;
+        assert!(!actuator.memory_lifted(1));
+        std::fs::write(fs.abs(Path::new("/ioshield/r1-42/memory.high")), "max\n").unwrap();
+        actuator.retune(1, &retuned).await.unwrap().unwrap();
+        assert_eq!(high(&fs), (9 * MIB).to_string());
     }
 
     #[tokio::test]

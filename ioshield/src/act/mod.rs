@@ -96,6 +96,9 @@ struct Active {
     manager: systemd::Manager,
     /// The root's own ioprio before restriction: what threads that inherited idle return to.
     root_previous: Option<u16>,
+    /// Its `memory.high` lifted for its processes' own memory (`follow_memory`): it stays so
+    /// until the release, retunes included.
+    memory_lifted: bool,
 }
 
 impl Active {
@@ -109,6 +112,7 @@ impl Active {
             unit_cgroup: None,
             manager: None,
             root_previous: None,
+            memory_lifted: false,
         }
     }
 }
@@ -462,12 +466,13 @@ impl Actuator {
         if active.method == *method {
             return Ok(None);
         }
-        let (held, cgroup, unit, unit_cgroup, manager) = (
+        let (held, cgroup, unit, unit_cgroup, manager, lifted) = (
             active.method.clone(),
             active.cgroup.clone(),
             active.unit.clone(),
             active.unit_cgroup.clone(),
             active.manager,
+            active.memory_lifted,
         );
         let mut method = method.clone();
         match (&held, &mut method, cgroup, unit) {
@@ -481,7 +486,15 @@ impl Actuator {
                     Method::Cgroup(h) => cgroup_moves::Io::after(h.write),
                     _ => cgroup_moves::Io::Set,
                 };
-                cgroup_moves::write_limits(&fs, &cg, l, io)?;
+                // A memory.high the follower lifted stays so: set again to the budget, the next
+                // allocation of the writer's processes (a build's next compiler) would sleep
+                // until the follower lifted it again, a tick later (stop 58's build run). No
+                // memory.high in the limits written lifts it, which it is already.
+                let written = CgroupLimits {
+                    memory_high: l.memory_high.filter(|_| !lifted),
+                    ..l.clone()
+                };
+                cgroup_moves::write_limits(&fs, &cg, &written, io)?;
                 // memory.high set under what the cgroup holds has this write reclaim it first.
                 self.stopwatch.lap("limits");
             }
@@ -494,12 +507,17 @@ impl Actuator {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
                 let (systemd, laps) = self.systemd_timed()?;
+                // Without MemoryHigh the unit keeps the infinity the follower gave it.
+                let written = ScopeLimits {
+                    memory_high: l.memory_high.filter(|_| !lifted),
+                    ..l.clone()
+                };
                 systemd
                     .set_limits(
                         manager,
                         &unit,
                         unit_cgroup.as_deref(),
-                        l,
+                        &written,
                         memory_headroom::Writer::Held,
                         laps,
                     )

@@ -336,8 +336,13 @@ impl DiskRuntime {
         match fx.actuator.retune(id, &method).await {
             Ok(Some((method, took))) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
+                let lifted = if fx.actuator.memory_lifted(id) {
+                    " (its memory.high left lifted for its processes' own memory)"
+                } else {
+                    ""
+                };
                 let message = format!(
-                    "retune pid {pid} on {}: {} ({why}) (in {took})",
+                    "retune pid {pid} on {}: {}{lifted} ({why}) (in {took})",
                     disk.label(),
                     method.describe()
                 );

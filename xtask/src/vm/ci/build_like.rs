@@ -12,14 +12,36 @@ use super::{daemon_log, last_line};
 /// daemon lifts `memory.high` at its next tick, after one wait of the kernel's (up to 2 s).
 const MAX_HELD_S: f64 = 10.0;
 
-/// The allocation's seconds alone and held, from `alloc.txt` ("alone 0.31", "held 2.40"); held
-/// is `None` when it was killed at 60 s.
-fn seconds(text: &str) -> (Option<f64>, Option<f64>) {
-    let of = |key: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key)?.trim().parse::<f64>().ok())
-    };
-    (of("alone "), of("held "))
+/// The allocation's seconds from `alloc.txt` ("alone 0.31", "held 2.40", "again 0.35") under
+/// `key`: `None` when it was killed at 60 s, or not run.
+fn seconds(text: &str, key: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(key)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse::<f64>()
+            .ok()
+    })
+}
+
+/// What a retune after the lift left of it, from `restricted.txt`: its `memory.high` must still
+/// be "max", or the next compiler waits for the follower again. `None` when no retune came
+/// within the script's 20 s.
+fn after_retune(restricted: &str, alloc: &str) -> Option<Result<String>> {
+    let high = restricted
+        .lines()
+        .find_map(|l| l.strip_prefix("memory.high after the retune:"))?
+        .trim();
+    let again = seconds(alloc, "again").map_or("?".to_string(), |s| format!("{s:.2}"));
+    Some(if high == "max" {
+        Ok(format!(
+            "still lifted after a retune (256 MiB again in {again} s)"
+        ))
+    } else {
+        Err(anyhow::anyhow!(
+            "a retune after the lift set memory.high to {high} (256 MiB again in {again} s)"
+        ))
+    })
 }
 
 pub(super) fn memory_followed(results: &Path, status: i32) -> Result<String> {
@@ -30,7 +52,12 @@ pub(super) fn memory_followed(results: &Path, status: i32) -> Result<String> {
         );
     }
     let text = fs::read_to_string(results.join("alloc.txt")).context("reading alloc.txt")?;
-    let (alone, held) = seconds(&text);
+    let (alone, held) = (seconds(&text, "alone"), seconds(&text, "held"));
+    let restricted = fs::read_to_string(results.join("restricted.txt")).unwrap_or_default();
+    let retuned = match after_retune(&restricted, &text) {
+        Some(result) => result?,
+        None => "no retune came within 20 s of the lift".into(),
+    };
     let alone = alone.map_or("?".to_string(), |s| format!("{s:.2}"));
     let lifted = daemon_log(results.parent().unwrap_or(results))?
         .lines()
@@ -42,7 +69,7 @@ pub(super) fn memory_followed(results: &Path, status: i32) -> Result<String> {
         });
     match held {
         Some(s) if s <= MAX_HELD_S => Ok(format!(
-            "256 MiB allocated in {s:.2} s held ({alone} s alone); memory.high{}",
+            "256 MiB allocated in {s:.2} s held ({alone} s alone); memory.high{}; {retuned}",
             lifted.unwrap_or_else(|| " not lifted".into())
         )),
         Some(s) => bail!("256 MiB took {s:.2} s held, over {MAX_HELD_S} s ({alone} s alone)"),
@@ -55,9 +82,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_both_times_and_a_kill() {
-        assert_eq!(seconds("alone 0.31\nheld 2.40\n"), (Some(0.31), Some(2.40)));
-        assert_eq!(seconds("alone 0.31\n"), (Some(0.31), None));
-        assert_eq!(seconds("alone \nheld x\n"), (None, None));
+    fn reads_the_times_and_a_kill() {
+        let text = "alone 0.31\nheld 2.40\nagain 0.35\n";
+        assert_eq!(seconds(text, "alone"), Some(0.31));
+        assert_eq!(seconds(text, "held"), Some(2.40));
+        assert_eq!(seconds(text, "again"), Some(0.35));
+        assert_eq!(seconds("alone 0.31\n", "held"), None);
+        assert_eq!(seconds("alone \nheld x\n", "alone"), None);
+        assert_eq!(seconds("alone \nheld x\n", "held"), None);
+    }
+
+    #[test]
+    fn a_retune_must_leave_memory_high_lifted() {
+        let cgroup = "0::/ioshield/r2-194\nmemory.high after: max\n";
+        assert!(after_retune(cgroup, "").is_none());
+        let kept = format!("{cgroup}memory.high after the retune: max\n");
+        let said = after_retune(&kept, "again 0.40\n").unwrap().unwrap();
+        assert_eq!(
+            said,
+            "still lifted after a retune (256 MiB again in 0.40 s)"
+        );
+        let set = format!("{cgroup}memory.high after the retune: 35651584\n");
+        let err = after_retune(&set, "").unwrap().unwrap_err().to_string();
+        assert!(err.contains("set memory.high to 35651584"), "{err}");
     }
 }
