@@ -47,6 +47,8 @@
 #   DISK_TRACE=1     every 0.25 s, the data disk's write counters into disk.txt (below)
 #   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
 #                    into psi.txt (below)
+#   JBD2_TRACE=1     every 0.1 s, each ext4 journal's transaction count and average commit time
+#                    into jbd2.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
 #                    stack) and its cgroup's memory.current, memory.high and `high` events, into
 #                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
@@ -183,7 +185,7 @@ case $OFFENDER in
 esac
 
 daemon=
-sampler= iocost_sampler= psi_sampler= disk_sampler=
+sampler= iocost_sampler= psi_sampler= disk_sampler= jbd2_sampler=
 left=
 if [ -n "${ACTION:-}" ]; then
     [ -f "$CONFIG" ] || {
@@ -298,6 +300,32 @@ if [ "${PSI_TRACE:-0}" = 1 ]; then
         done
     ) > "$RESULTS/psi.txt" &
     psi_sampler=$!
+fi
+
+# JBD2_TRACE=1: every 0.1 s, `uptime_s` and per journal of /proc/fs/jbd2 `NAME transactions
+# avg_commit_us`, into jbd2.txt. The kernel's average weighs each finished commit a quarter
+# (j_average_commit_time), so it shows a long commit only once it ended. Shell builtins only.
+if [ "${JBD2_TRACE:-0}" = 1 ]; then
+    (
+        while :; do
+            read -r up _ < /proc/uptime
+            line="$up"
+            for f in /proc/fs/jbd2/*/info; do
+                n= c=
+                while read -r w1 w2 w3 _; do
+                    case "$w2 $w3" in
+                        "transactions "*) n=$w1 ;;
+                        "average transaction") c=${w1%us} ;;
+                    esac
+                done < "$f"
+                d=${f#/proc/fs/jbd2/}
+                line="$line ${d%/info} $n $c"
+            done
+            echo "$line"
+            sleep 0.1
+        done
+    ) > "$RESULTS/jbd2.txt" &
+    jbd2_sampler=$!
 fi
 
 # A fixed-size job run as the offender, recorded like the load generator's offender: its size,
@@ -479,6 +507,7 @@ done
 [ -n "$sampler" ] && kill "$sampler"
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
 [ -n "$psi_sampler" ] && kill "$psi_sampler"
+[ -n "$jbd2_sampler" ] && kill "$jbd2_sampler"
 [ -n "$disk_sampler" ] && kill "$disk_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
 [ -n "$offender_sampler" ] && kill "$offender_sampler"
