@@ -475,6 +475,11 @@ impl Actuator {
             active.memory_lifted,
         );
         let mut method = method.clone();
+        // A memory.high the follower lifted stays so: set again to the budget, the next
+        // allocation of the writer's processes (a build's next compiler) would sleep until the
+        // follower lifted it again, a tick later. Limits written without one lift it on
+        // cgroupfs and leave a unit's MemoryHigh= as it is: "max" either way.
+        let memory_high = method.memory_high().filter(|_| !lifted);
         match (&held, &mut method, cgroup, unit) {
             (Method::Cgroup(_), Method::Cgroup(l), Some(cg), _) => {
                 let fs = self
@@ -486,12 +491,8 @@ impl Actuator {
                     Method::Cgroup(h) => cgroup_moves::Io::after(h.write),
                     _ => cgroup_moves::Io::Set,
                 };
-                // A memory.high the follower lifted stays so: set again to the budget, the next
-                // allocation of the writer's processes (a build's next compiler) would sleep
-                // until the follower lifted it again, a tick later (stop 58's build run). No
-                // memory.high in the limits written lifts it, which it is already.
                 let written = CgroupLimits {
-                    memory_high: l.memory_high.filter(|_| !lifted),
+                    memory_high,
                     ..l.clone()
                 };
                 cgroup_moves::write_limits(&fs, &cg, &written, io)?;
@@ -507,9 +508,8 @@ impl Actuator {
                     l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
                 }
                 let (systemd, laps) = self.systemd_timed()?;
-                // Without MemoryHigh the unit keeps the infinity the follower gave it.
                 let written = ScopeLimits {
-                    memory_high: l.memory_high.filter(|_| !lifted),
+                    memory_high,
                     ..l.clone()
                 };
                 systemd
