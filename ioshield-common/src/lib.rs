@@ -112,6 +112,8 @@ pub const LIFECYCLE_RINGBUF_BYTES: u32 = 512 * 1024;
 pub const BURST_RINGBUF_BYTES: u32 = 64 * 1024;
 /// Devices with a burst limit of their own (`BURST_LIMITS`).
 pub const BURST_LIMIT_ENTRIES: u32 = 1024;
+/// Journals with a commit running at once (one per mounted ext4 filesystem at most).
+pub const JOURNAL_ENTRIES: u32 = 256;
 
 /// The BPF object's names, as both sides spell them. The kernel side checks at compile time that
 /// each of its programs, maps and globals is named as listed here ([`names::same`]), and
@@ -125,6 +127,8 @@ pub mod names {
         pub const PROCESS_FORK: &str = "process_fork";
         pub const PROCESS_EXEC: &str = "process_exec";
         pub const PROCESS_EXIT: &str = "process_exit";
+        pub const JOURNAL_COMMIT_START: &str = "journal_commit_start";
+        pub const JOURNAL_COMMIT_END: &str = "journal_commit_end";
     }
 
     pub mod map {
@@ -135,10 +139,12 @@ pub mod names {
         pub const BURST_DEFAULT: &str = "BURST_DEFAULT";
         pub const BURST_WINDOWS: &str = "BURST_WINDOWS";
         pub const BURSTS: &str = "BURSTS";
+        pub const COMMITS_RUNNING: &str = "COMMITS_RUNNING";
+        pub const LONG_COMMITS: &str = "LONG_COMMITS";
     }
 
-    /// Globals userspace sets before loading: struct and record offsets (`u32`), and two `u64`
-    /// values.
+    /// Globals userspace sets before loading: struct and record offsets (`u32`), and three
+    /// `u64` values.
     pub mod global {
         pub const FOLIO_FLAGS_OFF: &str = "FOLIO_FLAGS_OFF";
         pub const FOLIO_NR_PAGES_OFF: &str = "FOLIO_NR_PAGES_OFF";
@@ -155,6 +161,9 @@ pub mod names {
         pub const DIRTY_TP_NAME_OFF: &str = "DIRTY_TP_NAME_OFF";
         pub const BDP_BDI_OFF: &str = "BDP_BDI_OFF";
         pub const BDP_PAUSE_OFF: &str = "BDP_PAUSE_OFF";
+        pub const COMMIT_START_DEV_OFF: &str = "COMMIT_START_DEV_OFF";
+        pub const COMMIT_END_DEV_OFF: &str = "COMMIT_END_DEV_OFF";
+        pub const LONG_COMMIT_NS: &str = "LONG_COMMIT_NS";
         pub const PG_HEAD_MASK: &str = "PG_HEAD_MASK";
         pub const PAGE_SIZE: &str = "PAGE_SIZE";
     }

@@ -9,6 +9,7 @@ mod bdi;
 mod burst;
 mod diag;
 mod dirty;
+mod journal;
 mod kernel;
 mod lifecycle;
 mod maps;

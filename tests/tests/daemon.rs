@@ -906,3 +906,124 @@ fn the_backlog_guard_holds_while_running_and_is_restored() {
     assert_eq!(bdi_knobs(dir.path()).1, before.1);
     assert!(daemon.stop(Signal::SIGTERM));
 }
+
+/// An ext4 filesystem on a loop device over a file in a scratch directory, mounted without
+/// delayed allocation: a file's blocks are allocated as it is written, so the next journal
+/// commit writes its data first (ordered mode), and a commit after a large write takes long.
+struct LoopExt4 {
+    device: String,
+    mount: std::path::PathBuf,
+}
+
+impl LoopExt4 {
+    fn new(dir: &std::path::Path) -> LoopExt4 {
+        let image = dir.join("ext4.img");
+        let mount = dir.join("mnt");
+        std::fs::create_dir_all(&mount).unwrap();
+        let ok = |cmd: &mut Command| {
+            let out = run(cmd);
+            assert!(out.status.success(), "{cmd:?}: {}", one_line_failure(&out));
+            String::from_utf8_lossy(&out.stdout).trim().to_string()
+        };
+        ok(Command::new("truncate").args(["-s", "2G"]).arg(&image));
+        ok(Command::new("mkfs.ext4").arg("-q").arg(&image));
+        let device = ok(Command::new("losetup").args(["-f", "--show"]).arg(&image));
+        let fs = LoopExt4 { device, mount };
+        ok(Command::new("mount")
+            .args(["-o", "nodelalloc", &fs.device])
+            .arg(&fs.mount));
+        fs
+    }
+}
+
+impl Drop for LoopExt4 {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.mount).status();
+        let _ = Command::new("losetup").args(["-d", &self.device]).status();
+    }
+}
+
+/// Writes 4 KiB to `file` and waits for it with fsync; returns how long that took.
+fn small_fsync(file: &std::path::Path) -> Duration {
+    let start = std::time::Instant::now();
+    let out = run(Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            "bs=4k",
+            "count=1",
+            "conv=fsync",
+            "status=none",
+        ])
+        .arg(format!("of={}", file.display())));
+    assert!(out.status.success(), "{}", one_line_failure(&out));
+    start.elapsed()
+}
+
+/// The long commits of `device` in the metrics textfile, if counted yet.
+fn long_commits_counted(textfile: &std::path::Path, device: &str) -> Option<f64> {
+    let series = format!("ioshield_long_journal_commits_total{{device=\"{device}\"}} ");
+    let text = std::fs::read_to_string(textfile).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+}
+
+/// A journal commit of 120 ms or more is counted for its filesystem's disk in the metrics (every
+/// `fsync` there waited that long), and a short one is not.
+#[test]
+fn a_long_journal_commit_is_counted_and_a_short_one_is_not() {
+    let dir = scratch();
+    let fs = LoopExt4::new(dir.path());
+    let device = fs.device.trim_start_matches("/dev/").to_string();
+    let textfile = dir.path().join("ioshield.prom");
+    let config = format!(
+        "{CONFIG}\n[metrics]\ntextfile = \"{}\"\n",
+        textfile.display()
+    );
+    let mut daemon = Daemon::start(dir.path(), &config);
+    let features = daemon
+        .wait_log("probes attached", Duration::from_secs(5))
+        .expect("no 'probes attached' line");
+    assert!(features.contains("journal: true"), "{features}");
+
+    // Short: an idle filesystem commits 4 KiB in milliseconds. Two ticks to count it.
+    let short = small_fsync(&fs.mount.join("short"));
+    std::thread::sleep(Duration::from_secs(2));
+    let counted = long_commits_counted(&textfile, &device);
+    println!("fsync of 4 KiB on an idle filesystem: {short:?}; counted: {counted:?}");
+    assert!(
+        std::fs::read_to_string(&textfile).is_ok_and(|t| t.contains("ioshield_build_info")),
+        "no metrics written"
+    );
+    assert_eq!(
+        counted.unwrap_or(0.0),
+        0.0,
+        "a commit of {short:?} counted as long"
+    );
+
+    // Long: 600 MiB allocated in the running transaction are written by its commit.
+    let out = run(Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "count=600", "status=none"])
+        .arg(format!("of={}", fs.mount.join("big").display())));
+    assert!(out.status.success(), "{}", one_line_failure(&out));
+    let long = small_fsync(&fs.mount.join("small"));
+    // What makes the commit long is the kernel's, not the daemon's: say so if it changes.
+    assert!(
+        long >= Duration::from_millis(300),
+        "the commit after 600 MiB took only {long:?}: this test needs a long one"
+    );
+    let waited = wait_for(Duration::from_secs(3), || {
+        long_commits_counted(&textfile, &device).is_some_and(|n| n >= 1.0)
+    });
+    let counted = long_commits_counted(&textfile, &device);
+    println!("fsync of 4 KiB after 600 MiB: {long:?}; counted: {counted:?} after {waited:?}");
+    assert!(
+        waited.is_some(),
+        "a commit of {long:?} on {device} not counted: {:?}",
+        std::fs::read_to_string(&textfile).map(|t| t
+            .lines()
+            .filter(|l| l.contains("journal"))
+            .map(str::to_string)
+            .collect::<Vec<_>>())
+    );
+    daemon.stop(Signal::SIGTERM);
+}

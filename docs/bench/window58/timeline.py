@@ -10,6 +10,7 @@ commit time when it is at least MIN_COMMIT_MS (default 25).
 """
 import datetime
 import json
+import os
 import re
 import sys
 
@@ -51,7 +52,9 @@ def main():
         if over > 0.15:
             items.append((start, f"commit paused {over:.2f} s"))
         start = end
-    for line in open(f"{results}/jbd2.txt"):
+    # Only runs with JBD2_TRACE=1 have it.
+    jbd2 = f"{results}/jbd2.txt"
+    for line in open(jbd2) if os.path.exists(jbd2) else []:
         fields = line.split()
         # uptime, then NAME transactions avg_commit_us per journal: the first is the data disk's
         # when its name sorts first (vda-8 before vdc-8 in the bed).

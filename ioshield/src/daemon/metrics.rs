@@ -93,6 +93,7 @@ pub struct Metrics {
     pub pending_undos: Gauge,
     pub lost: Family<LostLabel, Counter>,
     pub bursts: Family<DeviceLabel, Counter>,
+    pub long_commits: Family<DeviceLabel, Counter>,
     pub program_runs: Family<ProgramLabel, Counter>,
     pub program_seconds: Family<ProgramLabel, FloatCounter>,
     /// Last totals read from the kernel, to turn them into counter increments.
@@ -116,6 +117,7 @@ impl Metrics {
             pending_undos: Gauge::default(),
             lost: Family::default(),
             bursts: Family::default(),
+            long_commits: Family::default(),
             program_runs: Family::default(),
             program_seconds: Family::default(),
             program_totals: std::collections::HashMap::new(),
@@ -192,6 +194,12 @@ impl Metrics {
             m.bursts.clone(),
         );
         registry.register(
+            "long_journal_commits",
+            "Journal commits (ext4) of 120 ms or more, per disk: every fsync on the filesystem \
+             waited for each",
+            m.long_commits.clone(),
+        );
+        registry.register(
             "bpf_program_runs",
             "Runs of each BPF program (counted while kernel.bpf_stats_enabled=1)",
             m.program_runs.clone(),
@@ -253,6 +261,11 @@ impl Metrics {
             self.throttled_seconds
                 .get_or_create(&label)
                 .inc_by(delta.throttle_ms as f64 / 1000.0);
+        }
+        for (disk, n) in sample.long_commits.iter().filter(|(d, _)| d.name.is_some()) {
+            self.long_commits
+                .get_or_create(&DeviceLabel::of(disk))
+                .inc_by(*n);
         }
     }
 

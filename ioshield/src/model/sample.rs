@@ -63,6 +63,9 @@ pub struct Sample {
     /// than at others (thousands of map entries, new devices to resolve; slower still under
     /// emulation), and a disk's speed is bytes over this interval.
     pub disks_elapsed: Duration,
+    /// Journal commits of [`crate::probe::journal::LONG_COMMIT`] or more since the previous
+    /// sample, per disk (the filesystem's device resolved to its disk).
+    pub long_commits: Vec<(Disk, u64)>,
     pub lost: Lost,
 }
 

@@ -137,10 +137,11 @@ pub fn load_and_attach() -> Result<Loaded> {
     if bdp.is_none() {
         tracing::warn!("throttling by balance_dirty_pages is not measured on this kernel");
     }
+    let commits = journal_offsets(&tracefs);
 
     let o = offsets.as_ref();
     let page_size = vmstat::page_size();
-    let globals: [(&str, u32); 15] = [
+    let globals: [(&str, u32); 17] = [
         (global::FOLIO_FLAGS_OFF, o.map_or(0, |o| o.folio_flags)),
         (
             global::FOLIO_NR_PAGES_OFF,
@@ -159,6 +160,8 @@ pub fn load_and_attach() -> Result<Loaded> {
         (global::DIRTY_TP_NAME_OFF, name_off),
         (global::BDP_BDI_OFF, bdp.map_or(0, |b| b.0)),
         (global::BDP_PAUSE_OFF, bdp.map_or(0, |b| b.1)),
+        (global::COMMIT_START_DEV_OFF, commits.map_or(0, |c| c.0)),
+        (global::COMMIT_END_DEV_OFF, commits.map_or(0, |c| c.1)),
     ];
     let pg_head_mask = o.map_or(0, |o| o.pg_head_mask);
     let mut loader = EbpfLoader::new();
@@ -167,6 +170,8 @@ pub fn load_and_attach() -> Result<Loaded> {
     }
     loader.override_global(global::PG_HEAD_MASK, &pg_head_mask, true);
     loader.override_global(global::PAGE_SIZE, &page_size, true);
+    let long_commit = super::journal::LONG_COMMIT.as_nanos() as u64;
+    loader.override_global(global::LONG_COMMIT_NS, &long_commit, true);
     if let Some(n) = kernel::test_counter_entries() {
         loader.map_max_entries(map::COUNTERS, n);
     }
@@ -214,6 +219,32 @@ pub fn load_and_attach() -> Result<Loaded> {
                 false
             }
         };
+    // Long journal commits are counted for the metrics only: a kernel without them (no ext4
+    // loaded, another filesystem) costs that metric.
+    let journal = commits.is_some()
+        && match attach_classic(
+            &mut ebpf,
+            program::JOURNAL_COMMIT_START,
+            "jbd2",
+            "jbd2_start_commit",
+        )
+        .and_then(|()| {
+            attach_classic(
+                &mut ebpf,
+                program::JOURNAL_COMMIT_END,
+                "jbd2",
+                "jbd2_end_commit",
+            )
+        }) {
+            Ok(()) => {
+                attached.extend([program::JOURNAL_COMMIT_START, program::JOURNAL_COMMIT_END]);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("long journal commits are not counted: {e:#}");
+                false
+            }
+        };
     let lifecycle = offsets.is_some();
     if lifecycle {
         attach_raw(&mut ebpf, program::PROCESS_FORK, "sched_process_fork")?;
@@ -238,6 +269,7 @@ pub fn load_and_attach() -> Result<Loaded> {
         throttle,
         lifecycle,
         files,
+        journal,
     };
     tracing::debug!(?features, "probes attached");
     Ok(Loaded {
@@ -245,6 +277,24 @@ pub fn load_and_attach() -> Result<Loaded> {
         features,
         attached,
     })
+}
+
+/// The offsets of `dev` in the jbd2 commit tracepoints' records, when this kernel has them (jbd2
+/// is a module: loaded with the first ext4 or ext3 mount).
+fn journal_offsets(tracefs: &Tracefs) -> Option<(u32, u32)> {
+    let dev_of = |name: &str| {
+        tracefs
+            .has("jbd2", name)
+            .then(|| tracefs.format("jbd2", name).ok()?.offset_of("dev", 4).ok())
+            .flatten()
+    };
+    let found = dev_of("jbd2_start_commit").zip(dev_of("jbd2_end_commit"));
+    if found.is_none() {
+        tracing::info!(
+            "long journal commits are not counted: no usable jbd2 tracepoints (no ext4 mounted)"
+        );
+    }
+    found
 }
 
 fn attach_raw(ebpf: &mut Ebpf, program: &str, tracepoint: &str) -> Result<()> {

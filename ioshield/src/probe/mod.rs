@@ -4,6 +4,7 @@
 mod attach;
 pub mod burst;
 mod counters;
+pub mod journal;
 mod kernel_log;
 mod lifecycle;
 
@@ -14,7 +15,10 @@ use serde::Serialize;
 
 use crate::{
     model::sample::{DiskDelta, Sample},
-    system::{devices::Devices, diskstats, vmstat},
+    system::{
+        devices::{DevId, Devices},
+        diskstats, vmstat,
+    },
 };
 
 /// How dirtied bytes are measured on this kernel.
@@ -39,6 +43,8 @@ pub struct Features {
     /// Files written from their first page are counted: writers of many small files are told
     /// from copies.
     pub files: bool,
+    /// Long journal commits (ext4) are counted.
+    pub journal: bool,
 }
 
 /// Cost of one attached BPF program, valid while `kernel.bpf_stats_enabled` is 1.
@@ -55,6 +61,7 @@ pub struct Probe {
     lifecycle: Option<lifecycle::LifecycleReader>,
     kernel_log: Option<kernel_log::KernelLog>,
     bursts: Option<burst::BurstReader>,
+    long_commits: Option<journal::LongCommits>,
     burst_limits: burst::BurstLimits,
     devices: Devices,
     last: Instant,
@@ -74,6 +81,11 @@ impl Probe {
         };
         let kernel_log = kernel_log::KernelLog::attach(&mut loaded.ebpf);
         let bursts = Some(burst::BurstReader::new(&mut loaded.ebpf)?);
+        let long_commits = if loaded.features.journal {
+            Some(journal::LongCommits::new(&mut loaded.ebpf)?)
+        } else {
+            None
+        };
         let burst_limits = burst::BurstLimits::new(&mut loaded.ebpf)?;
         Ok(Self {
             loaded,
@@ -81,6 +93,7 @@ impl Probe {
             lifecycle,
             kernel_log,
             bursts,
+            long_commits,
             burst_limits,
             devices: Devices::default(),
             last: Instant::now(),
@@ -157,6 +170,14 @@ impl Probe {
             })
             .collect();
         self.disks = now_disks;
+        let long_commits = match &mut self.long_commits {
+            Some(l) => l
+                .read()
+                .into_iter()
+                .map(|(raw, n)| (self.devices.resolve(DevId::from_kernel(raw)), n))
+                .collect(),
+            None => Vec::new(),
+        };
         Ok(Sample {
             elapsed: if elapsed.is_zero() {
                 Duration::from_micros(1)
@@ -168,6 +189,7 @@ impl Probe {
             dirty: vmstat::dirty_state(),
             disks,
             disks_elapsed,
+            long_commits,
             lost,
         })
     }

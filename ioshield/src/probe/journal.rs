@@ -1,0 +1,46 @@
+//! The kernel's counts of long journal commits (ext4's jbd2): an `fsync` on that filesystem
+//! waited at least [`LONG_COMMIT`] for each.
+use std::{collections::HashMap, time::Duration};
+
+use anyhow::{Context as _, Result};
+use aya::{
+    Ebpf,
+    maps::{HashMap as BpfHashMap, MapData},
+};
+use ioshield_common::names::map;
+
+/// The shortest commit counted: twice what the bed's committing load waits at most for its
+/// own 4 KiB while held (0.05-0.06 s longest, docs/bench/history.md), ten times what an ext4
+/// journal commit takes on an idle disk. Single commits took 50-258 ms on the bed's 150 MB/s
+/// disk and 137-420 ms on its 30 MB/s disk under the speed probe's forced rates (stop 59).
+pub const LONG_COMMIT: Duration = Duration::from_millis(120);
+
+/// Reads the cumulative counts each tick and hands on what is new.
+pub(super) struct LongCommits {
+    map: BpfHashMap<MapData, u32, u64>,
+    seen: HashMap<u32, u64>,
+}
+
+impl LongCommits {
+    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self> {
+        let map = ebpf
+            .take_map(map::LONG_COMMITS)
+            .with_context(|| format!("map {}", map::LONG_COMMITS))?;
+        Ok(Self {
+            map: BpfHashMap::try_from(map)?,
+            seen: HashMap::new(),
+        })
+    }
+
+    /// The long commits since the previous call, per filesystem device as the kernel counts it.
+    pub(super) fn read(&mut self) -> Vec<(u32, u64)> {
+        let mut new = Vec::new();
+        for (dev, count) in self.map.iter().flatten() {
+            let before = self.seen.insert(dev, count).unwrap_or(0);
+            if count > before {
+                new.push((dev, count - before));
+            }
+        }
+        new
+    }
+}
