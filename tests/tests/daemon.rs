@@ -1027,3 +1027,26 @@ fn a_long_journal_commit_is_counted_and_a_short_one_is_not() {
     );
     daemon.stop(Signal::SIGTERM);
 }
+
+/// A kernel without jbd2's tracepoints (no ext4 loaded) costs the count, not the daemon.
+#[test]
+fn without_journal_tracepoints_the_daemon_runs_and_says_what_it_does_not_count() {
+    let dir = scratch();
+    let hide = [("IOSHIELD_TEST_HIDE", "tracepoint:jbd2_start_commit")];
+    let mut daemon = Daemon::start_with(dir.path(), CONFIG, &hide, None);
+    let features = daemon
+        .wait_log("probes attached", Duration::from_secs(5))
+        .expect("no 'probes attached' line");
+    assert!(features.contains("journal: false"), "{features}");
+    let said = daemon.wait_log(
+        "long journal commits are not counted",
+        Duration::from_secs(1),
+    );
+    assert!(
+        said.is_some_and(|l| l.contains("no usable jbd2 tracepoints")),
+        "{:?}",
+        daemon.log
+    );
+    assert!(daemon.alive());
+    assert!(daemon.stop(Signal::SIGTERM), "{:?}", daemon.log);
+}
