@@ -55,7 +55,7 @@ pub fn journal_commit_start(ctx: TracePointContext) -> i32 {
     // SAFETY: helper with no arguments.
     let now = unsafe { bpf_ktime_get_ns() };
     // A full map only means this journal's commits go uncounted.
-    let _ = COMMITS_RUNNING.insert(&dev, &now, 0);
+    let _ = COMMITS_RUNNING.insert(dev, now, 0);
     0
 }
 ioshield_common::check_name!(
@@ -70,10 +70,10 @@ pub fn journal_commit_end(ctx: TracePointContext) -> i32 {
         return 0;
     };
     // SAFETY: map values are plain data, alive for the duration of the program.
-    let Some(started) = (unsafe { COMMITS_RUNNING.get(&dev) }).copied() else {
+    let Some(started) = (unsafe { COMMITS_RUNNING.get(dev) }).copied() else {
         return 0;
     };
-    let _ = COMMITS_RUNNING.remove(&dev);
+    let _ = COMMITS_RUNNING.remove(dev);
     let long = LONG_COMMIT_NS.load();
     // SAFETY: helper with no arguments.
     let now = unsafe { bpf_ktime_get_ns() };
@@ -81,11 +81,11 @@ pub fn journal_commit_end(ctx: TracePointContext) -> i32 {
         return 0;
     }
     // One journal thread commits a device's transactions in turn: no other CPU adds at once.
-    match LONG_COMMITS.get_ptr_mut(&dev) {
+    match LONG_COMMITS.get_ptr_mut(dev) {
         // SAFETY: valid map value for the duration of the program.
         Some(count) => unsafe { *count += 1 },
         None => {
-            let _ = LONG_COMMITS.insert(&dev, &1, 0);
+            let _ = LONG_COMMITS.insert(dev, 1, 0);
         }
     }
     0

@@ -48,7 +48,7 @@
 #   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
 #                    into psi.txt (below)
 #   JBD2_TRACE=1     every 0.1 s, each ext4 journal's transaction count and average commit time
-#                    into jbd2.txt (below)
+#                    into jbd2.txt, and every commit's phases into jbd2-commits.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
 #                    stack) and its cgroup's memory.current, memory.high and `high` events, into
 #                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
@@ -305,7 +305,18 @@ fi
 # JBD2_TRACE=1: every 0.1 s, `uptime_s` and per journal of /proc/fs/jbd2 `NAME transactions
 # avg_commit_us`, into jbd2.txt. The kernel's average weighs each finished commit a quarter
 # (j_average_commit_time), so it shows a long commit only once it ended. Shell builtins only.
+# Also each commit as it ends, from the kernel's jbd2_run_stats tracepoint (its milliseconds
+# locked, flushing and logging, the trace clock close to uptime), and each handle held long
+# (jbd2_handle_stats), into jbd2-commits.txt.
+TRACEFS=/sys/kernel/tracing
 if [ "${JBD2_TRACE:-0}" = 1 ]; then
+    [ -d "$TRACEFS/events/jbd2" ] || mount -t tracefs tracefs "$TRACEFS" 2> /dev/null
+    echo > "$TRACEFS/trace" 2> /dev/null
+    echo 1 > "$TRACEFS/events/jbd2/jbd2_run_stats/enable" 2> /dev/null
+    # And each handle held 10 jiffies or more (40 ms at Debian's HZ=250), with its holder: a
+    # commit waits for every open handle ("locked" in jbd2_run_stats).
+    echo 'interval >= 10' > "$TRACEFS/events/jbd2/jbd2_handle_stats/filter" 2> /dev/null
+    echo 1 > "$TRACEFS/events/jbd2/jbd2_handle_stats/enable" 2> /dev/null
     (
         while :; do
             read -r up _ < /proc/uptime
@@ -508,6 +519,11 @@ done
 [ -n "$iocost_sampler" ] && kill "$iocost_sampler"
 [ -n "$psi_sampler" ] && kill "$psi_sampler"
 [ -n "$jbd2_sampler" ] && kill "$jbd2_sampler"
+if [ "${JBD2_TRACE:-0}" = 1 ]; then
+    echo 0 > "$TRACEFS/events/jbd2/jbd2_run_stats/enable" 2> /dev/null
+    echo 0 > "$TRACEFS/events/jbd2/jbd2_handle_stats/enable" 2> /dev/null
+    grep -E "jbd2_(run|handle)_stats" "$TRACEFS/trace" > "$RESULTS/jbd2-commits.txt" 2> /dev/null
+fi
 [ -n "$disk_sampler" ] && kill "$disk_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
 [ -n "$offender_sampler" ] && kill "$offender_sampler"
