@@ -1,7 +1,9 @@
 //! Counts the journal commits (ext4's jbd2) that took long, per filesystem device: every
 //! `fsync` there waited for each. The kernel counts that wait as nobody's I/O pressure (the
 //! committing thread sleeps on the journal, not on I/O), yet it is the stall a process that
-//! commits its own few bytes feels while another one's writes fill the disk's queue.
+//! commits its own few bytes feels; under a restriction mostly a writeback pass of the held
+//! writer holding a journal handle while its bios wait their turn (docs/bench/history.md,
+//! stop 59).
 use aya_ebpf::{
     Global,
     helpers::bpf_ktime_get_ns,

@@ -9,10 +9,11 @@ use aya::{
 };
 use ioshield_common::names::map;
 
-/// The shortest commit counted: twice what the bed's committing load waits at most for its
-/// own 4 KiB while held (0.05-0.06 s longest, docs/bench/history.md), ten times what an ext4
-/// journal commit takes on an idle disk. Single commits took 50-258 ms on the bed's 150 MB/s
-/// disk and 137-420 ms on its 30 MB/s disk under the speed probe's forced rates (stop 59).
+/// The shortest commit counted: a pause a person at an interactive program notices, and far
+/// above what commits take without one (4-5 ms on an idle filesystem in the host test, 6-16 ms
+/// on average on the bed's 30 MB/s disk while a writer is held, stop 58). Single commits under
+/// the speed probe's forced rates took 50-258 ms on the bed's 150 MB/s disk and 137-420 ms on
+/// its 30 MB/s disk (stop 59).
 pub const LONG_COMMIT: Duration = Duration::from_millis(120);
 
 /// Reads the cumulative counts each tick and hands on what is new.

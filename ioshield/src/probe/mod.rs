@@ -1,6 +1,7 @@
 //! Kernel counters -> samples. Loads and attaches the BPF programs, then yields one [`Sample`] per
 //! call to [`Probe::sample`]: what each process dirtied and how long it was throttled, per disk,
-//! since the previous call, plus process lifecycle events and the global dirty state.
+//! since the previous call, plus process lifecycle events, the global dirty state and each
+//! disk's long journal commits.
 mod attach;
 pub mod burst;
 mod counters;
