@@ -11,9 +11,9 @@ use ioshield_common::names::map;
 
 /// The shortest commit counted: a pause a person at an interactive program notices, and far
 /// above what commits take without one (4-5 ms on an idle filesystem in the host test, 6-16 ms
-/// on average on the bed's 30 MB/s disk while a writer is held, stop 58). Single commits under
-/// the speed probe's forced rates took 50-258 ms on the bed's 150 MB/s disk and 137-420 ms on
-/// its 30 MB/s disk (stop 59).
+/// on average on the bed's 30 MB/s disk while a writer is held, stop 58). Under the speed
+/// probe's forced rates commits took up to 312 ms on the bed's 150 MB/s disk and up to 308 ms
+/// on its 30 MB/s disk (stop 59, docs/bench/history.md).
 pub const LONG_COMMIT: Duration = Duration::from_millis(120);
 
 /// Reads the cumulative counts each tick and hands on what is new.
