@@ -48,7 +48,8 @@
 #   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
 #                    into psi.txt (below)
 #   JBD2_TRACE=1     every 0.1 s, each ext4 journal's transaction count and average commit time
-#                    into jbd2.txt, and every commit's phases into jbd2-commits.txt (below)
+#                    into jbd2.txt; every commit's phases and every handle held 40 ms or more
+#                    into jbd2-commits.txt (below)
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
 #                    stack) and its cgroup's memory.current, memory.high and `high` events, into
 #                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
