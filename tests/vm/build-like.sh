@@ -8,8 +8,9 @@
 # is over. The same allocation is timed alone first.
 # Writes to RESULTS: daemon.log, alloc.txt ("alone S" and "held S", seconds by /proc/uptime;
 # "held" missing if killed at 60 s; "again" after the restriction's next retune, if any within
-# 20 s), restricted.txt (the restriction's cgroup, its memory.high after the allocation and
-# after the retune). Exits non-zero when the writer was never restricted.
+# 20 s of a reload of the daemon's configuration, SIGHUP, after the allocation),
+# restricted.txt (the restriction's cgroup, its memory.high after the allocation, "reloaded",
+# its memory.high after the retune). Exits non-zero when the writer was never restricted.
 # INFLIGHT_TRACE=1: every 0.1 s, `uptime_s reads writes` in flight on the data disk
 # (/sys/block/*/inflight) into inflight.txt.
 set -u
@@ -65,16 +66,21 @@ kill -0 "$daemon" 2> /dev/null || {
     held=$(alloc) && echo "held $held" >> "$RESULTS/alloc.txt"
     cg=$(sed -n 's/^0:://p' /proc/self/cgroup)
     echo "memory.high after: $(cat "/sys/fs/cgroup$cg/memory.high" 2> /dev/null)" >> "$RESULTS/restricted.txt"
+    # The configuration reloaded (as `systemctl reload` does): the restriction goes on being
+    # retuned, and a retune (the speed probe's next step on this disk never measured) sets the
+    # held writer's limits again: the lifted memory.high must stay lifted for the next compiler.
+    kill -HUP "$daemon"
+    echo "reloaded" >> "$RESULTS/restricted.txt"
     dd if=/dev/zero of="$DATA/build-last" bs=1M count=50 2> /dev/null
-    # A retune (the speed probe's next step on this disk never measured) sets the held
-    # writer's limits again: the lifted memory.high must stay lifted for the next compiler.
+    retuned() {
+        sed -n '/configuration reloaded/,$p' "$RESULTS/daemon.log" | grep -q "retune pid"
+    }
     waited=0
-    while [ "$waited" -lt 200 ] && ! sed -n '/memory.high lifted/,$p' "$RESULTS/daemon.log" \
-        | grep -q "retune pid"; do
+    while [ "$waited" -lt 200 ] && ! retuned; do
         usleep 100000
         waited=$((waited + 1))
     done
-    if sed -n '/memory.high lifted/,$p' "$RESULTS/daemon.log" | grep -q "retune pid"; then
+    if retuned; then
         echo "memory.high after the retune: $(cat "/sys/fs/cgroup$cg/memory.high")" \
             >> "$RESULTS/restricted.txt"
         again=$(alloc) && echo "again $again" >> "$RESULTS/alloc.txt"

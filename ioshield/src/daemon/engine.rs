@@ -193,7 +193,13 @@ impl Engine {
             Eligibility::new(config.exclude.clone(), config.daemon.session_leaders, tree);
         self.config = config;
         for rt in self.disks.values_mut() {
-            rt.method = None;
+            // A held restriction keeps the method it was put in place with, for its next retune
+            // to move from (to the new settings, if they change it): forgotten, every retune
+            // of it was skipped until its release (`DiskRuntime::retune` moves only from a
+            // known method), and its speed probe's steps and the disk's measurement with them.
+            if rt.restriction.is_none() {
+                rt.method = None;
+            }
             rt.bandwidth_logged = None;
         }
         self.guards.reconfigured();
@@ -1229,6 +1235,35 @@ fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
 mod tests {
     use super::*;
     use crate::act::cgroup::Cgroupfs;
+
+    /// A reload keeps a held restriction's method, which its retunes move from; a disk holding
+    /// none forgets its own, to say the new one at its next restriction.
+    #[test]
+    fn a_reload_keeps_a_held_restrictions_method_for_its_retunes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = Config::default();
+        config.daemon.speeds_file = dir.path().join("disks.json");
+        let tree = ProcessTree::default();
+        let mut engine = Engine::new(config.clone(), &tree, Err("not in a test".into()));
+        let disk = |name: &str, minor| Disk {
+            id: DevId { major: 254, minor },
+            name: Some(name.into()),
+        };
+        let held = DiskRuntime {
+            restriction: Some(7),
+            method: Some(Method::DryRun),
+            ..Default::default()
+        };
+        let idle = DiskRuntime {
+            method: Some(Method::DryRun),
+            ..Default::default()
+        };
+        engine.disks.insert(disk("vda", 0), held);
+        engine.disks.insert(disk("vdb", 16), idle);
+        engine.reconfigure(config, &tree);
+        assert_eq!(engine.disks[&disk("vda", 0)].method, Some(Method::DryRun));
+        assert_eq!(engine.disks[&disk("vdb", 16)].method, None);
+    }
 
     /// A disk not measured counts as one of the judged speed for its restriction's writers while
     /// iocost holds the rate at most there, not once the speed probe forces it higher.
