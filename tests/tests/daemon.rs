@@ -1025,7 +1025,7 @@ fn a_long_journal_commit_is_counted_and_a_short_one_is_not() {
             .map(str::to_string)
             .collect::<Vec<_>>())
     );
-    daemon.stop(Signal::SIGTERM);
+    assert!(daemon.stop(Signal::SIGTERM), "{:?}", daemon.log);
 }
 
 /// A kernel without jbd2's tracepoints (no ext4 loaded) costs the count, not the daemon.
