@@ -929,16 +929,28 @@ T17=$(date +%s)
 wait_for 120 journal_has "$T17" "^release pid ${LATE:-none} "
 check bus-restart-lifted "limits '$LBEFORE' -> '$(late_limits)' after release (journal: $(journal_since "$T17" | grep -iE 'release|undo|fail|bus' | head -n 3 | tr '\n' ' '))" \
     wait_for 10 eval 'test "$(late_limits)" = "$LBEFORE"'
-# iocost = "on" again for the crash: the next instance must also put the disk's iocost back.
+# Restricted again, still under iocost = "auto" (a write limit), then reloaded with iocost =
+# "on": the held unit moves to the weight in place, through systemd, at the next tick (until
+# stop 59 a reload froze every held restriction until its release). The crash below then has
+# both to undo: the unit's limits as the restriction found them, and the disk's iocost.
 T18=$(date +%s)
-iocost_config on
 touch "$CTL/backup-write"
 wait_for 120 journal_has "$T18" "^restrict pid ${LATE:-none} "
 check bus-restart-restricts-again "no 'restrict pid ${LATE:-?}' within 120 s after the bus restarted: $(journal_since "$T18" | grep -E 'restrict|cannot|fail' | head -n 3 | tr '\n' ' ')" \
     journal_has "$T18" "^restrict pid ${LATE:-none} "
 wait_for 10 eval 'test "$(late_limits)" != "$LBEFORE"'
-wait_for 10 eval 'weighted late-backup.service && iocost_ours'
+check restricts-again-by-write-limit "late-backup.service: $(late_limits)" \
+    eval 'prop late-backup.service IOWriteBandwidthMax | grep -q "^$DATA_DEV [0-9]" && ! weighted late-backup.service'
+T25=$(date +%s)
+iocost_config on
+RETUNE="^retune pid ${LATE:-none} .*IOWeight=1 .*through systemd"
+wait_for 30 journal_has "$T25" "$RETUNE"
+check reload-retunes-held-unit "no retune to IOWeight=1 within 30 s of the reload: $(journal_since "$T25" | grep -E "configuration|pid ${LATE:-none} |cannot" | head -n 3 | tr '\n' ' ')" \
+    journal_has "$T25" "$RETUNE"
+wait_for 10 eval 'weighted late-backup.service && iocost_ours && no_write_limit late-backup.service'
 LDURING=$(late_limits)
+check retuned-by-weight-alone "late-backup.service after the retune: $LDURING" \
+    eval 'no_write_limit late-backup.service'
 check crash-before-by-weight "late-backup.service before the kill: $LDURING" \
     eval 'weighted late-backup.service && iocost_ours'
 rm -f "$CTL/backup-write"
