@@ -368,6 +368,20 @@ impl SpeedProbe {
         self.room_bound
     }
 
+    /// Whether the rate is forced up: the disk's speed is still to be shown under it.
+    pub fn forcing(&self) -> bool {
+        self.forced.is_some()
+    }
+
+    /// A probe whose last step forced the rate up to `rate`.
+    #[cfg(test)]
+    pub fn forced_at(rate: u64) -> SpeedProbe {
+        SpeedProbe {
+            forced: Some(rate),
+            ..SpeedProbe::default()
+        }
+    }
+
     /// Whether the writer may be held as one that dirties less than its rate: a window saw it
     /// use too little of it, and it has not dirtied faster since.
     pub fn light(&self) -> bool {
