@@ -176,16 +176,35 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // An untar of small files slows itself (ext4's metadata): held at weight 1 under
             // 32 MiB it ran at about half its speed; seen writing many small files it goes on
             // at weight 10 under 128 MiB (docs/bench/small-files.md).
+            //
+            // Run again once when the untar was never restricted for its speed: on a slow host
+            // (stop 60's CI run: 14.6 MB/s) it dirties under the rate a writer must keep up
+            // on a disk assumed at 25 MB/s, and only the backlog trigger restricts it, near its
+            // end. Such a run says nothing of the lightening (`slow_untar`).
             if here("ioshield-auto-tar") {
-                let untar = stall_as(
-                    "ioshield-auto-tar",
-                    "ioshield",
-                    &["BANDWIDTH=auto", "OFFENDER=tar"],
-                )
-                .and_then(|p| {
-                    let light = lightened(&dir.join("ioshield-auto-tar"))?;
-                    Ok(format!("{light}; {}", p.line()))
-                });
+                let tar_run = |name: &str| {
+                    stall_as(name, "ioshield", &["BANDWIDTH=auto", "OFFENDER=tar"]).and_then(|p| {
+                        let run = dir.join(name);
+                        match lightened(&run) {
+                            Ok(light) => Ok(Ok(format!("{light}; {}", p.line()))),
+                            Err(e) => match slow_untar(&run)? {
+                                Some(slow) => Ok(Err(format!("{slow} ({e:#})"))),
+                                None => Err(e),
+                            },
+                        }
+                    })
+                };
+                let untar = match tar_run("ioshield-auto-tar") {
+                    Ok(Ok(ok)) => Ok(ok),
+                    Ok(Err(first)) => match tar_run("ioshield-auto-tar-again") {
+                        Ok(Ok(ok)) => Ok(format!("{ok} (on a second run; the first: {first})")),
+                        Ok(Err(again)) => {
+                            Ok(format!("not applicable: {again}; a first run too: {first}"))
+                        }
+                        Err(e) => Err(e.context(format!("a second run; the first: {first}"))),
+                    },
+                    Err(e) => Err(e),
+                };
                 report(series, "ioshield-auto tar lightened", untar);
             }
             // The innocent loads write beside the offender on a disk of known speed: its
@@ -597,6 +616,38 @@ fn lightened(run: &Path) -> Result<String> {
         bail!("lightened only after a speed-probe window: {}", said());
     }
     Ok(excerpt(line, SMALL_FILES, "while they do").to_string())
+}
+
+/// The rate a writer's tree must keep up to be restricted on a disk not measured: the shipped
+/// `restrict_at` of the assumed 25 MB/s (the daemon's `Estimate::ASSUMED`).
+const ASSUMED_RESTRICT_BPS: f64 = 0.7 * 25e6;
+
+/// Why an untar that was never lightened says nothing of the lightening, if it does: it dirtied
+/// under [`ASSUMED_RESTRICT_BPS`] on average (its bytes over the time its process ran), and no
+/// restriction came from its speed or a burst of it, only from the disk's backlog or none.
+fn slow_untar(run: &Path) -> Result<Option<String>> {
+    let text = daemon_log(run)?;
+    let for_speed = decisions(&text, &["restrict pid"])
+        .into_iter()
+        .find(|l| !l.contains("whose dirty backlog would take"));
+    if for_speed.is_some() {
+        return Ok(None);
+    }
+    let record = LoadRecord::load(&run.join("results/offender.json"))?;
+    let ran = record
+        .exited_s
+        .context("offender.json has no exit time for the untar")?
+        - record.start_s;
+    let rate = record.bytes_written as f64 / ran.max(f64::EPSILON);
+    Ok((rate < ASSUMED_RESTRICT_BPS).then(|| {
+        format!(
+            "the untar dirtied {:.1} MB/s in its {ran:.1} s, under the {:.1} MB/s a writer must \
+             keep up on a disk assumed at 25 MB/s, and was restricted only for the disk's \
+             backlog, if at all",
+            rate / 1e6,
+            ASSUMED_RESTRICT_BPS / 1e6
+        )
+    }))
 }
 
 /// Whether the daemon's "no room" answer at `answer` bytes/s stands for a restriction at, or a
@@ -1204,6 +1255,47 @@ mod tests {
         std::fs::write(&log, format!("{restrict}{window}{light}{refused}")).unwrap();
         let e = super::lightened(&dir).unwrap_err().to_string();
         assert!(e.contains("a limit not written"), "{e}");
+    }
+
+    /// An untar that was never lightened says nothing of it only when it dirtied under the
+    /// rate a writer must keep up on the assumed disk and no restriction came from its speed.
+    #[test]
+    fn a_slow_untar_restricted_only_for_the_backlog_says_nothing_of_the_lightening() {
+        let dir = run_dir("slow-untar");
+        let log = dir.join("results/daemon.log");
+        let offender = dir.join("results/offender.json");
+        let record = |bytes: u64, ran: f64| {
+            format!(
+                "{{\"load\":\"offender-tar\",\"pid\":126,\"nominal_s\":0,\"start_s\":19.34,\
+                 \"cycle_ends_s\":[50.30],\"metrics\":null,\"bytes_written\":{bytes},\
+                 \"bytes_per_sec\":8670395.8,\"exited_s\":{}}}",
+                19.34 + ran
+            )
+        };
+        let by_backlog = "2026-11-29T17:31:00.8Z  INFO restrict pid 168 (exe) tree 12.8 MB/s on \
+                          /dev/vda, whose dirty backlog would take 9.4s to flush > 1s: \
+                          io.weight=1 (iocost on) memory.high=32M (1 processes)\n";
+        let by_burst = "2026-11-29T17:30:45.1Z  INFO restrict pid 168 (exe) dirtied 6.3 MB in \
+                        165 ms on /dev/vda: io.weight=1 (iocost on) memory.high=32M\n";
+        // Stop 60's CI run: 256 MiB in 18.4 s, restricted near its end for the backlog.
+        std::fs::write(&offender, record(268_435_456, 18.38)).unwrap();
+        std::fs::write(&log, by_backlog).unwrap();
+        let said = super::slow_untar(&dir).unwrap().expect("a slow untar");
+        assert!(
+            said.starts_with("the untar dirtied 14.6 MB/s in its 18.4 s"),
+            "{said}"
+        );
+        // Never restricted at all.
+        std::fs::write(&log, "").unwrap();
+        assert!(super::slow_untar(&dir).unwrap().is_some());
+        // Restricted for a burst: the lightening should have followed.
+        std::fs::write(&log, format!("{by_burst}{by_backlog}")).unwrap();
+        assert_eq!(super::slow_untar(&dir).unwrap(), None);
+        // Fast enough to be restricted for its speed.
+        std::fs::write(&offender, record(268_435_456, 12.0)).unwrap();
+        std::fs::write(&log, by_backlog).unwrap();
+        assert_eq!(super::slow_untar(&dir).unwrap(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The drain check wants the wait and a release after the backlog was written, and says
