@@ -26,10 +26,10 @@ fn seconds(text: &str, key: &str) -> Option<f64> {
 
 /// What a retune after the lift and a reload of the configuration left of it, from
 /// `restricted.txt`: its `memory.high` must still be "max", or the next compiler waits for the
-/// follower again. A reload with no retune within the script's 20 s fails too: the held writer
-/// is stepped by the speed probe every few seconds, and a reload that made the daemon forget
-/// the restriction's method skipped every retune until the release (stop 59). `None` when the
-/// script neither reloaded nor saw a retune.
+/// follower again. A reload with no retune within the script's 20 s fails too: the reload turns
+/// iocost off, which moves the held writer from its weight to `io.max` at the next tick, and a
+/// reload that made the daemon forget the restriction's method skipped every retune until the
+/// release (stop 59). `None` when the script neither reloaded nor saw a retune.
 fn after_retune(restricted: &str, alloc: &str) -> Option<Result<String>> {
     let Some(high) = restricted
         .lines()
@@ -37,7 +37,7 @@ fn after_retune(restricted: &str, alloc: &str) -> Option<Result<String>> {
     else {
         return restricted.lines().any(|l| l == "reloaded").then(|| {
             Err(anyhow::anyhow!(
-                "no retune within 20 s of a reload of the configuration, on a disk never measured"
+                "no retune to io.max within 20 s of a reload of the configuration with iocost off"
             ))
         });
     };
@@ -111,7 +111,10 @@ mod tests {
             .unwrap()
             .unwrap_err()
             .to_string();
-        assert!(err.contains("no retune within 20 s of a reload"), "{err}");
+        assert!(
+            err.contains("no retune to io.max within 20 s of a reload"),
+            "{err}"
+        );
         let kept = format!("{reloaded}memory.high after the retune: max\n");
         let said = after_retune(&kept, "again 0.40\n").unwrap().unwrap();
         assert_eq!(
