@@ -1243,19 +1243,28 @@ mod tests {
     use super::*;
     use crate::act::cgroup::Cgroupfs;
 
+    /// An engine of the default configuration whose speeds file is in `dir`, with its config.
+    fn engine_in(dir: &tempfile::TempDir, tree: &ProcessTree) -> (Engine, Config) {
+        let mut config = Config::default();
+        config.daemon.speeds_file = dir.path().join("disks.json");
+        let engine = Engine::new(config.clone(), tree, Err("not in a test".into()));
+        (engine, config)
+    }
+
+    fn disk(name: &str, minor: u32) -> Disk {
+        Disk {
+            id: DevId { major: 254, minor },
+            name: Some(name.into()),
+        }
+    }
+
     /// A reload keeps a held restriction's method, which its retunes move from; a disk holding
     /// none forgets its own, to say the new one at its next restriction.
     #[test]
     fn a_reload_keeps_a_held_restrictions_method_for_its_retunes() {
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.daemon.speeds_file = dir.path().join("disks.json");
         let tree = ProcessTree::default();
-        let mut engine = Engine::new(config.clone(), &tree, Err("not in a test".into()));
-        let disk = |name: &str, minor| Disk {
-            id: DevId { major: 254, minor },
-            name: Some(name.into()),
-        };
+        let (mut engine, config) = engine_in(&dir, &tree);
         let held = DiskRuntime {
             restriction: Some(7),
             method: Some(Method::DryRun),
@@ -1279,14 +1288,8 @@ mod tests {
     fn a_writer_under_a_forced_rate_has_its_dirty_counts_refreshed() {
         use crate::act::{CgroupLimits, WriteControl, iocost::Model};
         let dir = tempfile::tempdir().unwrap();
-        let mut config = Config::default();
-        config.daemon.speeds_file = dir.path().join("disks.json");
         let tree = ProcessTree::default();
-        let mut engine = Engine::new(config, &tree, Err("not in a test".into()));
-        let disk = |name: &str, minor| Disk {
-            id: DevId { major: 254, minor },
-            name: Some(name.into()),
-        };
+        let (mut engine, _) = engine_in(&dir, &tree);
         let limits = |minor, write| {
             Method::Cgroup(CgroupLimits {
                 dev: DevId { major: 254, minor },
