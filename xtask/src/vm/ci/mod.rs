@@ -624,13 +624,14 @@ const ASSUMED_RESTRICT_BPS: f64 = 0.7 * 25e6;
 
 /// Why an untar that was never lightened says nothing of the lightening, if it does: it dirtied
 /// under [`ASSUMED_RESTRICT_BPS`] on average (its bytes over the time its process ran), and no
-/// restriction came from its speed or a burst of it, only from the disk's backlog or none.
+/// restriction came from its speed or a burst of it, only from the disk's backlog or none (and
+/// no limit was refused).
 fn slow_untar(run: &Path) -> Result<Option<String>> {
     let text = daemon_log(run)?;
     let for_speed = decisions(&text, &["restrict pid"])
         .into_iter()
         .find(|l| !l.contains("whose dirty backlog would take"));
-    if for_speed.is_some() {
+    if for_speed.is_some() || text.contains("cannot change the limits") {
         return Ok(None);
     }
     let record = LoadRecord::load(&run.join("results/offender.json"))?;
@@ -1288,6 +1289,11 @@ mod tests {
         // Never restricted at all.
         std::fs::write(&log, "").unwrap();
         assert!(super::slow_untar(&dir).unwrap().is_some());
+        // A limit refused: a failure whatever the untar's speed.
+        let refused = "2026-11-29T17:31:01.8Z  WARN cannot change the limits on /dev/vda: \
+                       writing io.weight: Invalid argument\n";
+        std::fs::write(&log, format!("{by_backlog}{refused}")).unwrap();
+        assert_eq!(super::slow_untar(&dir).unwrap(), None);
         // Restricted for a burst: the lightening should have followed.
         std::fs::write(&log, format!("{by_burst}{by_backlog}")).unwrap();
         assert_eq!(super::slow_untar(&dir).unwrap(), None);
