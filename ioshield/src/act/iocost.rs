@@ -14,9 +14,10 @@
 //! release (`LINGER_MAX`), the model set up ahead staying for the next restriction, and both on
 //! exit and after a crash.
 use anyhow::{Result, anyhow};
+use tokio::sync::oneshot::error::TryRecvError;
 
 use super::{
-    Actuator, CgroupLimits, UndoReport, WriteControl,
+    Actuator, UndoReport, WriteControl,
     cgroup::Cgroupfs,
     iocost_writer::{IocostWrites, Made},
 };
@@ -558,22 +559,6 @@ impl Actuator {
         true
     }
 
-    /// `limits` as they can be carried out: iocost turned on (or its model moved) where they
-    /// hold the offender by weight, and `io.max` instead where that fails (a disk iocost does
-    /// not support, someone else's iocost appearing meanwhile).
-    pub(super) async fn hold_by(
-        &mut self,
-        fs: &Cgroupfs,
-        id: u64,
-        limits: &CgroupLimits,
-    ) -> CgroupLimits {
-        let pending = self.begin_hold(fs, id, limits.dev, limits.write);
-        CgroupLimits {
-            write: self.finish_hold(pending).await,
-            ..limits.clone()
-        }
-    }
-
     /// `write` as it can be carried out on `dev`, begun: unchanged, with no model where the
     /// disk's iocost is someone else's, else iocost's settings journaled, and written by the
     /// [`IocostWriter`](super::iocost_writer::IocostWriter)'s thread while the caller places the
@@ -639,26 +624,69 @@ impl Actuator {
     /// are made, the fallback write limit where they failed. The wait for them is lapped as
     /// `iocost wait`, their own steps shown as done alongside.
     pub(super) async fn finish_hold(&mut self, pending: PendingHold) -> WriteControl {
-        let (dev, held, fallback, task) = match pending {
-            PendingHold::Ready(write) => return write,
+        match pending {
+            PendingHold::Ready(write) => write,
             PendingHold::Writing {
                 dev,
                 held,
                 fallback,
                 task,
-            } => (dev, held, fallback, task),
-        };
-        let outcome = task.await;
-        self.stopwatch.lap("iocost wait");
-        match outcome {
-            Ok((made, laps)) => {
-                self.stopwatch.alongside(laps);
-                match made {
-                    Ok(()) => held,
-                    Err(e) => cannot_turn_on(dev, &e, fallback),
-                }
+            } => {
+                let outcome = task.await.ok();
+                self.held_after(dev, held, fallback, outcome, "iocost wait")
             }
-            Err(_) => cannot_turn_on(dev, &anyhow!("the iocost writer thread is gone"), fallback),
+        }
+    }
+
+    /// [`Actuator::finish_hold`] without waiting: `Err` gives `pending` back while its writes
+    /// are still being made. The time since they were handed over is lapped as `step`.
+    pub(super) fn try_finish_hold(
+        &mut self,
+        pending: PendingHold,
+        step: &'static str,
+    ) -> std::result::Result<WriteControl, PendingHold> {
+        match pending {
+            PendingHold::Ready(write) => Ok(write),
+            PendingHold::Writing {
+                dev,
+                held,
+                fallback,
+                mut task,
+            } => {
+                let outcome = match task.try_recv() {
+                    Ok(made) => Some(made),
+                    Err(TryRecvError::Empty) => {
+                        return Err(PendingHold::Writing {
+                            dev,
+                            held,
+                            fallback,
+                            task,
+                        });
+                    }
+                    Err(TryRecvError::Closed) => None,
+                };
+                Ok(self.held_after(dev, held, fallback, outcome, step))
+            }
+        }
+    }
+
+    /// What the writes of a hold came to (`None`: their thread is gone).
+    fn held_after(
+        &mut self,
+        dev: DevId,
+        held: WriteControl,
+        fallback: u64,
+        outcome: Option<Made>,
+        step: &'static str,
+    ) -> WriteControl {
+        self.stopwatch.lap(step);
+        let Some((made, laps)) = outcome else {
+            return cannot_turn_on(dev, &anyhow!("the iocost writer thread is gone"), fallback);
+        };
+        self.stopwatch.alongside(laps);
+        match made {
+            Ok(()) => held,
+            Err(e) => cannot_turn_on(dev, &e, fallback),
         }
     }
 
@@ -1486,17 +1514,9 @@ mod tests {
         assert!(actuator.journal.changes().is_empty());
         // Even when set just as ioshield sets it: not in ioshield's journal, not ioshield's.
         std::fs::write(root.join("io.cost.qos"), format!("254:16 {QOS}")).unwrap();
-        let limits = CgroupLimits {
-            dev,
-            write: WriteControl::Weight {
-                weight: 1,
-                model: Some(Model::pinned(25_000_000)),
-                fallback: 18_750_000,
-            },
-            memory_high: None,
-        };
+        let pending = actuator.begin_hold(&fs, 1, dev, weight(Some(Model::pinned(25_000_000))));
         assert_eq!(
-            actuator.hold_by(&fs, 1, &limits).await.write,
+            actuator.finish_hold(pending).await,
             WriteControl::Weight {
                 weight: 1,
                 model: None,

@@ -4,10 +4,13 @@
 //! one made at the restriction, on the blocking pool, took 10-28 ms of its time on the
 //! emulated bench guest (the step before the move, against 4-13 ms for the journal entry and
 //! the write made inline; docs/bench/alongside.md).
-use std::{path::Path, sync::mpsc};
+use std::{
+    path::Path,
+    sync::{Arc, Mutex, mpsc},
+};
 
 use anyhow::Result;
-use tokio::sync::oneshot;
+use tokio::sync::{Notify, oneshot};
 
 use super::{cgroup::Cgroupfs, stopwatch::Stopwatch};
 
@@ -49,31 +52,59 @@ struct Job {
 pub(super) struct IocostWriter {
     /// `None` where the thread could not be made: the writes are then made inline.
     jobs: Option<mpsc::Sender<Job>>,
+    /// Told after each job: a retune waiting for its writes ends without the daemon's loop
+    /// waiting for them (`Actuator::finish_retunes`).
+    made: Arc<Notify>,
+    /// Held by a test that needs writes still being made.
+    #[cfg(test)]
+    gate: Arc<Mutex<()>>,
 }
 
 impl IocostWriter {
     pub fn start() -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
+        let made = Arc::new(Notify::new());
+        let gate = Arc::new(Mutex::new(()));
+        let (told, gated) = (made.clone(), gate.clone());
         let spawned = std::thread::Builder::new()
             .name("iocost-writer".into())
             .spawn(move || {
                 // Ends when the actuator, and with it the sender, is dropped.
                 for job in queue {
+                    drop(gated.lock());
                     let mut laps = Stopwatch::start();
                     let made = job.writes.make(&mut laps);
                     // The restriction may have stopped waiting (it failed): nobody to tell.
                     let _ = job.done.send((made, laps));
+                    told.notify_one();
                 }
             });
-        match spawned {
-            Ok(_) => Self { jobs: Some(jobs) },
+        let jobs = match spawned {
+            Ok(_) => Some(jobs),
             Err(e) => {
                 tracing::warn!(
                     "no thread for iocost's writes ({e}): a restriction makes them itself"
                 );
-                Self { jobs: None }
+                None
             }
+        };
+        Self {
+            jobs,
+            made,
+            #[cfg(test)]
+            gate,
         }
+    }
+
+    /// What is told each time a job's writes are made.
+    pub fn made(&self) -> Arc<Notify> {
+        self.made.clone()
+    }
+
+    /// What holds the writes handed over while it is locked, as a disk's frozen queue would.
+    #[cfg(test)]
+    pub fn gate(&self) -> Arc<Mutex<()>> {
+        self.gate.clone()
     }
 
     /// Hands `writes` to the thread; gives them back where there is none.

@@ -134,7 +134,7 @@ mod tests {
 
     use super::*;
     use crate::{
-        act::{Active, CgroupLimits, Method, WriteControl, cgroup::Cgroupfs},
+        act::{Active, CgroupLimits, Method, Retune, WriteControl, cgroup::Cgroupfs},
         journal::Journal,
         system::devices::DevId,
     };
@@ -225,7 +225,10 @@ mod tests {
             "5242880\n",
         )
         .unwrap();
-        actuator.retune(1, &retuned).await.unwrap().unwrap();
+        assert!(matches!(
+            actuator.retune(1, &retuned).await.unwrap(),
+            Retune::Done(..)
+        ));
         assert_eq!(high(&fs), "max");
         assert!(actuator.memory_lifted(1));
         // Not lifted: the retune sets it to the budget on top of what the cgroup holds besides.
@@ -233,7 +236,10 @@ mod tests {
         actuator.follow_memory().await;
         assert!(!actuator.memory_lifted(1));
         std::fs::write(fs.abs(Path::new("/ioshield/r1-42/memory.high")), "max\n").unwrap();
-        actuator.retune(1, &retuned).await.unwrap().unwrap();
+        assert!(matches!(
+            actuator.retune(1, &retuned).await.unwrap(),
+            Retune::Done(..)
+        ));
         assert_eq!(high(&fs), (9 * MIB).to_string());
     }
 

@@ -14,6 +14,7 @@ mod memory_headroom;
 pub mod method;
 mod pending;
 pub mod placement;
+mod retune;
 pub mod stopwatch;
 pub mod systemd;
 mod undo;
@@ -34,6 +35,7 @@ use crate::{
 };
 use cgroup::Cgroupfs;
 pub use method::{CgroupAction, CgroupLimits, Method, ScopeLimits, WriteControl};
+pub use retune::Retune;
 use stopwatch::Stopwatch;
 use systemd::Systemd;
 
@@ -136,6 +138,8 @@ pub struct Actuator {
     /// The steps of the restriction being made.
     stopwatch: Stopwatch,
     iocost_writer: iocost_writer::IocostWriter,
+    /// Retunes waiting for iocost's writes, by restriction id.
+    retunes: HashMap<u64, retune::Waiting>,
     /// Where the cgroup v2 hierarchy is mounted, looked up once: restrictions on systemd hosts
     /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
     v2_root: Option<PathBuf>,
@@ -158,6 +162,7 @@ impl Actuator {
             lingering: HashMap::new(),
             stopwatch: Stopwatch::start(),
             iocost_writer: iocost_writer::IocostWriter::start(),
+            retunes: HashMap::new(),
             v2_root: cgroups::v2_mount(),
             dirty_counts: dirty_count_refresher::DirtyCountRefresher::start(),
         }
@@ -270,6 +275,12 @@ impl Actuator {
         }
     }
 
+    /// Told each time iocost's writes for a restriction or a retune are made: the retunes
+    /// waiting for them end then ([`Actuator::finish_retunes`]).
+    pub fn iocost_made(&self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.iocost_writer.made()
+    }
+
     /// Whether restrictions go through systemd, whose user managers are reached ahead.
     pub fn through_systemd(&self) -> bool {
         self.systemd.is_some()
@@ -309,6 +320,7 @@ impl Actuator {
     }
 
     pub async fn release(&mut self, id: u64) -> UndoReport {
+        self.drop_retune(id).await;
         self.dirty_counts.forget(id);
         let Some(active) = self.active.remove(&id) else {
             return UndoReport::default();
@@ -446,99 +458,6 @@ impl Actuator {
         self.settle(&rest, &mut last);
         report.merge(last);
         report
-    }
-
-    /// Sets a held restriction's limits to `method`'s, e.g. once the disk's speed is measured.
-    /// Only limits of ioshield's own cgroup or scope change, which removing that cgroup or
-    /// lifting the scope's limits undoes; iocost turned on for the disk meanwhile is journaled
-    /// like any change. Returns the limits now in place, if anything was changed (they differ
-    /// from `method` where iocost could not be turned on), and how long each write took.
-    pub async fn retune(
-        &mut self,
-        id: u64,
-        method: &Method,
-    ) -> Result<Option<(Method, Stopwatch)>> {
-        // Its iocost writes lap the stopwatch too: started afresh, it holds only this retune's.
-        self.stopwatch = Stopwatch::start();
-        let Some(active) = self.active.get(&id) else {
-            return Ok(None);
-        };
-        if active.method == *method {
-            return Ok(None);
-        }
-        let (held, cgroup, unit, unit_cgroup, manager, lifted) = (
-            active.method.clone(),
-            active.cgroup.clone(),
-            active.unit.clone(),
-            active.unit_cgroup.clone(),
-            active.manager,
-            active.memory_lifted,
-        );
-        let mut method = method.clone();
-        // A memory.high the follower lifted stays so: set again to the budget, the next
-        // allocation of the writer's processes (a build's next compiler) would sleep until the
-        // follower lifted it again, a tick later. Limits written without one lift it on
-        // cgroupfs and leave a unit's MemoryHigh= as it is: "max" either way.
-        let memory_high = method.memory_high().filter(|_| !lifted);
-        match (&held, &mut method, cgroup, unit) {
-            (Method::Cgroup(_), Method::Cgroup(l), Some(cg), _) => {
-                let fs = self
-                    .cgroupfs
-                    .clone()
-                    .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
-                *l = self.hold_by(&fs, id, l).await;
-                let io = match &held {
-                    Method::Cgroup(h) => cgroup_moves::Io::after(h.write),
-                    _ => cgroup_moves::Io::Set,
-                };
-                let written = CgroupLimits {
-                    memory_high,
-                    ..l.clone()
-                };
-                cgroup_moves::write_limits(&fs, &cg, &written, io)?;
-                // memory.high set under what the cgroup holds has this write reclaim it first.
-                self.stopwatch.lap("limits");
-            }
-            (Method::SystemdScope(_), Method::SystemdScope(l), _, Some(unit)) => {
-                // A user manager without io keeps holding memory.high alone.
-                if unit_cgroup.as_deref().is_some_and(|cg| {
-                    manager.is_some()
-                        && cgroups::v2_mount().is_some_and(|m| !units::io_delegated(&m, cg))
-                }) {
-                    l.write = WriteControl::Limit(method::NO_WRITE_LIMIT);
-                }
-                let (systemd, laps) = self.systemd_timed()?;
-                let written = ScopeLimits {
-                    memory_high,
-                    ..l.clone()
-                };
-                systemd
-                    .set_limits(
-                        manager,
-                        &unit,
-                        unit_cgroup.as_deref(),
-                        &written,
-                        memory_headroom::Writer::Held,
-                        laps,
-                    )
-                    .await?;
-                let pending = self.begin_unit_hold(id, l)?;
-                *l = self
-                    .hold_unit(manager, &unit, unit_cgroup.as_deref(), l.clone(), pending)
-                    .await?;
-            }
-            // A different kind of action (the configuration changed): kept until release.
-            _ => return Ok(None),
-        }
-        if let Some(active) = self.active.get_mut(&id) {
-            active.method = method.clone();
-        }
-        if let (Some(fs), Method::Cgroup(_)) = (&self.cgroupfs, &method)
-            && held.weight() != method.weight()
-        {
-            self.weigh_parent(fs, None)?;
-        }
-        Ok(Some((method, self.stopwatch.clone())))
     }
 }
 

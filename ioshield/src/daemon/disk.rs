@@ -2,6 +2,8 @@
 //! out a decision to restrict or release through the actuator.
 use std::time::{Instant, SystemTime};
 
+use anyhow::Result;
+
 use super::{
     decisions::DecisionLog,
     metrics::Metrics,
@@ -9,7 +11,7 @@ use super::{
     speed_probe::{NoRoom, SpeedProbe},
 };
 use crate::{
-    act::{Actuator, Method, Restricted},
+    act::{Actuator, Method, Restricted, Retune},
     config::DevicePolicy,
     detect::{
         bandwidth::Estimate,
@@ -41,6 +43,9 @@ pub struct DiskRuntime {
     pub bandwidth_logged: Option<f64>,
     /// The disk's busiest writers at the last tick, for `status` and `explain`.
     pub writers: Vec<crate::daemon::status::WriterStatus>,
+    /// Why the held restriction's retune that waits for iocost's writes was made, for its
+    /// log line once they are made.
+    pub retune_why: Option<String>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
     /// The rate at which a probe's window showed the disk without room to spare, and when:
@@ -303,6 +308,10 @@ impl DiskRuntime {
         ) else {
             return;
         };
+        // The next one is judged against the limits that one sets, once they are set.
+        if fx.actuator.retuning(id) {
+            return;
+        }
         // io.max, a held rate or the rate control of a disk not yet measured, or a pinned
         // model: each move between them is made at once.
         let kind = |m: &Method| {
@@ -333,9 +342,21 @@ impl DiskRuntime {
         if same_kind && unchanged && same_memory && same_weight {
             return;
         }
-        match fx.actuator.retune(id, &method).await {
-            Ok(Some((method, took))) => {
+        let retuned = fx.actuator.retune(id, &method).await;
+        self.retuned(disk, retuned, why.to_string(), fx);
+    }
+
+    /// Ends a retune whose iocost writes were made apart ([`Actuator::finish_retunes`]).
+    pub fn finish_retune(&mut self, disk: &Disk, retuned: Result<Retune>, fx: &mut Effects<'_>) {
+        let why = self.retune_why.take().unwrap_or_default();
+        self.retuned(disk, retuned, why, fx);
+    }
+
+    fn retuned(&mut self, disk: &Disk, retuned: Result<Retune>, why: String, fx: &mut Effects<'_>) {
+        match retuned {
+            Ok(Retune::Done(method, took)) => {
                 let pid = self.offender.as_ref().map_or(0, |o| o.pid);
+                let id = self.restriction.unwrap_or_default();
                 let lifted = if fx.actuator.memory_lifted(id) {
                     " (its memory.high left lifted for its processes' own memory)"
                 } else {
@@ -352,7 +373,9 @@ impl DiskRuntime {
                 }
                 self.method = Some(method);
             }
-            Ok(None) => {}
+            // Said when its writes are made.
+            Ok(Retune::Waiting) => self.retune_why = Some(why),
+            Ok(Retune::Unchanged) => {}
             Err(e) => {
                 if fx.limit.allow(format!("retune {}", disk.label())) {
                     tracing::warn!("cannot change the limits on {}: {e:#}", disk.label());

@@ -277,6 +277,30 @@ impl Engine {
         Ok(true)
     }
 
+    /// Ends the retunes whose iocost writes were made apart from the loop
+    /// ([`Actuator::iocost_made`] tells when). Returns whether one ended.
+    pub async fn finish_retunes(&mut self, actuator: &mut Actuator) -> bool {
+        let ended = actuator.finish_retunes().await;
+        let any = !ended.is_empty();
+        for (id, retuned) in ended {
+            let Some((disk, rt)) = self
+                .disks
+                .iter_mut()
+                .find(|(_, rt)| rt.restriction == Some(id))
+            else {
+                continue;
+            };
+            let mut fx = Effects {
+                actuator,
+                metrics: &mut self.metrics,
+                log: &mut self.log,
+                limit: &mut self.limit,
+            };
+            rt.finish_retune(disk, retuned, &mut fx);
+        }
+        any
+    }
+
     pub async fn step(
         &mut self,
         probe: &mut Probe,

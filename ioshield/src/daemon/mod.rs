@@ -108,8 +108,14 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     // the restart's recovery then undoes what it had changed.
     let watchdog = sd_notify::watchdog_enabled().is_some();
     let mut said = String::new();
+    let iocost_made = actuator.iocost_made();
     let result = loop {
         tokio::select! {
+            _ = iocost_made.notified() => {
+                if engine.finish_retunes(&mut actuator).await {
+                    publish(&engine);
+                }
+            }
             batch = next_bursts(&mut bursts) => {
                 match batch {
                     Ok(batch) => match engine.on_bursts(batch, &mut probe, &mut tree, &mut actuator).await {
