@@ -16,6 +16,7 @@
 # then up to 60 more until it says it runs).
 # OFFENDER: what floods the page cache, from OFFENDER_START:
 #   load  (default) `ioshield-load offender`: 1 MiB writes without pause until OFFENDER_STOP
+#         (OFFENDER_RATE=BYTES: at most that many bytes a second, a writer under the disk's speed)
 #   cp    `cp` of a 400 MB file from memory (the initramfs) to the data disk, then `sync`
 #   tar   `tar x` of 8192 files of 32 KiB (256 MiB) from a tarball in memory, then `sync`
 #   tarbig  the same tarball with one file of 200 MB after the small ones (the untar turns
@@ -463,6 +464,7 @@ fi
 
 offender="ioshield-load offender --file $DATA/offender --delay ${OFFENDER_START}s \
     --duration $((OFFENDER_STOP - OFFENDER_START))s --out $RESULTS/offender.json"
+[ -n "${OFFENDER_RATE:-}" ] && offender="$offender --rate $OFFENDER_RATE"
 [ "$OFFENDER" = load ] || offender=job
 case $SCENARIO in
     thesis)

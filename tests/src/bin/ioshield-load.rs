@@ -74,6 +74,10 @@ enum Command {
         /// Write from this many threads, each to its own file.
         #[arg(long)]
         threads: Option<usize>,
+        /// At most this many bytes a second, e.g. `14000000` or `14M` (MiB) (default: as fast as
+        /// it can).
+        #[arg(long, value_parser = parse_size)]
+        rate: Option<u64>,
         /// Where to write the JSON record (default: stdout).
         #[arg(long)]
         out: Option<PathBuf>,
@@ -135,6 +139,7 @@ fn run(cli: Cli) -> Result<()> {
             chunk,
             fork_per_chunk,
             threads,
+            rate,
             out,
         } => {
             let mode = match (fork_per_chunk, threads) {
@@ -149,6 +154,7 @@ fn run(cli: Cli) -> Result<()> {
                 size,
                 chunk: usize::try_from(chunk)?,
                 mode,
+                rate,
             };
             (offender::run(&opts)?, out)
         }

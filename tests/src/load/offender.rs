@@ -27,6 +27,9 @@ pub struct OffenderOptions {
     pub size: Option<u64>,
     pub chunk: usize,
     pub mode: Mode,
+    /// At most this many bytes a second, on average since the first write: a writer a little
+    /// slower than the disk, which builds its backlog slowly. `None`: as fast as it can.
+    pub rate: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +47,8 @@ struct Budget {
     written: AtomicU64,
     size: Option<u64>,
     deadline: Option<f64>,
+    start: f64,
+    rate: Option<u64>,
 }
 
 impl Budget {
@@ -58,7 +63,13 @@ impl Budget {
                 self.written.fetch_sub(chunk, Ordering::Relaxed);
                 false
             }
-            _ => true,
+            _ => {
+                if let Some(rate) = self.rate {
+                    let due = self.start + before as f64 / rate as f64;
+                    sleep_unless_stopped(Duration::from_secs_f64((due - clock::now()).max(0.0)));
+                }
+                !clock::stop_requested()
+            }
         }
     }
 }
@@ -67,12 +78,17 @@ pub fn run(opts: &OffenderOptions) -> Result<LoadRecord> {
     if opts.chunk == 0 {
         bail!("--chunk must be larger than zero");
     }
+    if opts.rate == Some(0) {
+        bail!("--rate must be larger than zero");
+    }
     sleep_unless_stopped(opts.delay);
     let start = clock::now();
     let budget = Budget {
         written: AtomicU64::new(0),
         size: opts.size,
         deadline: opts.duration.map(|d| start + d.as_secs_f64()),
+        start,
+        rate: opts.rate,
     };
     let buf = vec![0xa5u8; opts.chunk];
     let mut ends = match opts.mode {
@@ -180,4 +196,32 @@ unsafe fn write_all_raw(fd: libc::c_int, mut buf: &[u8]) -> bool {
         buf = &buf[n as usize..];
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Paced, 3 chunks at 10 chunks a second take at least the two gaps between them.
+    #[test]
+    fn a_rate_paces_the_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let chunk = 64 << 10;
+        let opts = OffenderOptions {
+            file: dir.path().join("out"),
+            delay: Duration::ZERO,
+            duration: None,
+            size: Some(3 * chunk as u64),
+            chunk,
+            mode: Mode::Single,
+            rate: Some(10 * chunk as u64),
+        };
+        let record = run(&opts).unwrap();
+        assert_eq!(
+            std::fs::metadata(&opts.file).unwrap().len(),
+            3 * chunk as u64
+        );
+        let took = record.cycle_ends_s.last().unwrap() - record.start_s;
+        assert!(took >= 0.2, "3 chunks at 10 a second in {took} s");
+    }
 }

@@ -23,6 +23,9 @@ pub struct Plan {
     pub after: Option<u64>,
     /// `load`, `cp` or `tar` (stall.sh's OFFENDER).
     pub offender: String,
+    /// The `load` offender's pace, bytes per second (stall.sh's OFFENDER_RATE; `None`: as fast
+    /// as it can).
+    pub offender_rate: Option<u64>,
     pub out: PathBuf,
     /// The data disk's write speed, bytes per second.
     pub disk_bps: u64,
@@ -102,6 +105,9 @@ impl Plan {
         ];
         env.push(format!("ORACLE_WBPS={}", self.disk_bps * 2 / 3));
         env.push(format!("INNOCENTS_ON={}", self.innocents_on));
+        if let Some(rate) = self.offender_rate {
+            env.push(format!("OFFENDER_RATE={rate}"));
+        }
         if scenario.starts_with("ioshield") {
             env.push("BPF_STATS=1".to_string());
             // Every period the disk's speed is judged over, with why it counted or not, and how

@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// an untar that turns into a copy). All but `load` are fixed-size jobs, timed to `sync`.
     #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar", "tarbig"])]
     offender: String,
+    /// The `load` offender at most this many bytes a second (e.g. 14000000 on the 30 MB/s disk):
+    /// a writer under the disk's speed, whose backlog builds slowly.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    offender_rate: Option<u64>,
     /// The data disk's write speed in MB/s (qemu's throttle; default: the bed's 30). The oracle's
     /// limit stays two thirds of it.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=10_000))]
@@ -103,6 +107,7 @@ pub fn main(args: BenchArgs) -> Result<()> {
         duration: args.duration,
         after: args.after,
         offender: args.offender.clone(),
+        offender_rate: args.offender_rate,
         out: out.clone(),
         disk_bps: args
             .disk_mbps

@@ -26,7 +26,11 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
         plan.duration,
         plan.offender,
         if plan.offender == "load" {
-            format!(" to {stop} s")
+            let pace = plan
+                .offender_rate
+                .map(|r| format!(" at most {:.1} MB/s", r as f64 / 1e6))
+                .unwrap_or_default();
+            format!(" to {stop} s{pace}")
         } else {
             " (a fixed-size job)".to_string()
         },
