@@ -74,8 +74,8 @@ enum Command {
         /// Write from this many threads, each to its own file.
         #[arg(long)]
         threads: Option<usize>,
-        /// At most this many bytes a second, e.g. `14000000` or `14M` (MiB) (default: as fast as
-        /// it can).
+        /// At most this many bytes a second, e.g. `14000000` or `14M` (MiB), with no burst to
+        /// make up for a write that waited (default: as fast as it can).
         #[arg(long, value_parser = parse_size)]
         rate: Option<u64>,
         /// Where to write the JSON record (default: stdout).

@@ -6,7 +6,10 @@ use std::{
     io::Write as _,
     os::unix::ffi::OsStrExt as _,
     path::{Path, PathBuf},
-    sync::atomic::{AtomicU64, Ordering},
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
     thread,
     time::Duration,
 };
@@ -27,8 +30,9 @@ pub struct OffenderOptions {
     pub size: Option<u64>,
     pub chunk: usize,
     pub mode: Mode,
-    /// At most this many bytes a second, on average since the first write: a writer a little
-    /// slower than the disk, which builds its backlog slowly. `None`: as fast as it can.
+    /// At most this many bytes a second: a writer a little slower than the disk, which builds
+    /// its backlog slowly. A write that waited is not made up for with a burst (a source of
+    /// that speed with little buffer, such as a download). `None`: as fast as it can.
     pub rate: Option<u64>,
 }
 
@@ -47,8 +51,9 @@ struct Budget {
     written: AtomicU64,
     size: Option<u64>,
     deadline: Option<f64>,
-    start: f64,
     rate: Option<u64>,
+    /// When the next chunk is due, at `rate`.
+    next_due: Mutex<f64>,
 }
 
 impl Budget {
@@ -65,7 +70,12 @@ impl Budget {
             }
             _ => {
                 if let Some(rate) = self.rate {
-                    let due = self.start + before as f64 / rate as f64;
+                    let due = {
+                        let mut next = self.next_due.lock().unwrap_or_else(|e| e.into_inner());
+                        let due = next.max(clock::now());
+                        *next = due + chunk as f64 / rate as f64;
+                        due
+                    };
                     sleep_unless_stopped(Duration::from_secs_f64((due - clock::now()).max(0.0)));
                 }
                 !clock::stop_requested()
@@ -87,8 +97,8 @@ pub fn run(opts: &OffenderOptions) -> Result<LoadRecord> {
         written: AtomicU64::new(0),
         size: opts.size,
         deadline: opts.duration.map(|d| start + d.as_secs_f64()),
-        start,
         rate: opts.rate,
+        next_due: Mutex::new(start),
     };
     let buf = vec![0xa5u8; opts.chunk];
     let mut ends = match opts.mode {
