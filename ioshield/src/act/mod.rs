@@ -140,8 +140,6 @@ pub struct Actuator {
     iocost_writer: iocost_writer::IocostWriter,
     /// Retunes waiting for iocost's writes, by restriction id.
     retunes: HashMap<u64, retune::Waiting>,
-    /// Whether the thread starting a backlog's writeback still runs.
-    backlog_writeback: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// Where the cgroup v2 hierarchy is mounted, looked up once: restrictions on systemd hosts
     /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
     v2_root: Option<PathBuf>,
@@ -165,7 +163,6 @@ impl Actuator {
             stopwatch: Stopwatch::start(),
             iocost_writer: iocost_writer::IocostWriter::start(),
             retunes: HashMap::new(),
-            backlog_writeback: Default::default(),
             v2_root: cgroups::v2_mount(),
             dirty_counts: dirty_count_refresher::DirtyCountRefresher::start(),
         }
@@ -282,17 +279,6 @@ impl Actuator {
     /// waiting for them end then ([`Actuator::finish_retunes`]).
     pub fn iocost_made(&self) -> std::sync::Arc<tokio::sync::Notify> {
         self.iocost_writer.made()
-    }
-
-    /// Starts the writeback of what `pids` write on `disk` (`writeback_kick::start_backlog_writeback`):
-    /// the daemon's only action on processes it has not restricted, which changes nothing that
-    /// needs undoing. Returns whether it started (not while the last one runs).
-    pub fn start_backlog_writeback(
-        &self,
-        pids: Vec<u32>,
-        disk: crate::system::devices::DevId,
-    ) -> bool {
-        writeback_kick::start_backlog_writeback(pids, disk, &self.backlog_writeback)
     }
 
     /// Whether restrictions go through systemd, whose user managers are reached ahead.

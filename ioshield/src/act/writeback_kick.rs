@@ -21,10 +21,6 @@ use std::{
     fs::File,
     os::fd::AsRawFd,
     path::PathBuf,
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
     time::{Duration, Instant},
 };
 
@@ -92,43 +88,6 @@ fn kick_for_a_while(place: &str, cgroup: &std::path::Path, disk: DevId) {
     }
 }
 
-/// Starts the writeback of all the files `pids` write on `disk`, in a thread of its own (a
-/// slow disk's queue fills, and submitting waits for it), unless the last one still runs
-/// (`running`). For a backlog on a disk not measured: the kernel leaves dirty data unwritten
-/// until its background threshold (10% of the memory) or 30 s, and only a disk writing shows
-/// whether that backlog is one (detect/backlog.rs). Nothing is changed that needs undoing: the
-/// kernel writes the same pages later by itself. Returns whether it started.
-pub fn start_backlog_writeback(pids: Vec<u32>, disk: DevId, running: &Arc<AtomicBool>) -> bool {
-    if running.swap(true, Ordering::AcqRel) {
-        return false;
-    }
-    let theirs = running.clone();
-    let spawned = std::thread::Builder::new()
-        .name("backlog-writeback".into())
-        .spawn(move || {
-            let mut devices = Devices::default();
-            for pid in pids {
-                for file in open_files::written_on(pid, disk, &mut devices).unwrap_or_default() {
-                    write_back_all(&file);
-                }
-            }
-            theirs.store(false, Ordering::Release);
-        });
-    if let Err(e) = spawned {
-        running.store(false, Ordering::Release);
-        tracing::warn!("no thread to start the writeback of a backlog ({e})");
-        return false;
-    }
-    true
-}
-
-/// `sync_file_range` of the whole file, without waiting for the writes to complete.
-fn write_back_all(file: &File) -> bool {
-    // SAFETY: a plain system call on a descriptor the File owns for the call's duration.
-    let r = unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE) };
-    r == 0
-}
-
 /// `sync_file_range` of the file's first page, without waiting for it: the file's writeback
 /// goes on through the kernel's current writeback structure for its cgroup.
 fn start_writeback(file: &File) -> bool {
@@ -151,6 +110,5 @@ mod tests {
         file.write_all(&[7u8; 8192]).unwrap();
         let again = File::open(dir.path().join("f")).unwrap();
         assert!(start_writeback(&again));
-        assert!(write_back_all(&again));
     }
 }

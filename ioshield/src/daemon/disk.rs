@@ -46,9 +46,6 @@ pub struct DiskRuntime {
     /// Why the held restriction's retune that waits for iocost's writes was made, for its
     /// log line once they are made.
     pub retune_why: Option<String>,
-    /// The writer whose backlog's writeback the daemon started last, on a disk not measured,
-    /// and when (`WRITE_BACK_EVERY` in engine.rs).
-    pub backlog_written: Option<(u32, Instant)>,
     /// The held restriction's probe of the disk's speed.
     pub speed_probe: SpeedProbe,
     /// The rate at which a probe's window showed the disk without room to spare, and when:

@@ -41,11 +41,6 @@ use crate::{
 };
 
 /// How often device sections naming absent disks are looked up again.
-/// How often the writeback of a backlog a disk not measured has not begun to write is started
-/// again while it grows: each tick (a little under the default tick, which comes a little late or
-/// early).
-const WRITE_BACK_EVERY: Duration = Duration::from_millis(900);
-
 const RESOLVE_EVERY: u64 = 30;
 /// A process reported by the kernel that may not be chosen (excluded, pid 1, ...) keeps
 /// dirtying fast; its later reports are ignored this long instead of waking the daemon each time.
@@ -649,41 +644,6 @@ impl Engine {
             burst,
         };
         let decision = rt.state.step(&inputs, &policy);
-        // On a disk not measured, a backlog is judged only once the disk writes it
-        // (`DiskBacklog::flush_seconds`), and the kernel begins that at its background threshold
-        // or after 30 s: a writer under the rate threshold (14 MB/s on the 30 MB/s bed's disk,
-        // judged at the assumed 25 MB/s) was restricted 30 s after it started, the kernel's
-        // writeback of its backlog pausing a committing database 7.5 s without ioshield
-        // (docs/bench/unwritten-backlog.md). Started now, its writeback shows whether the
-        // backlog is one: a fast disk writes it at once, a slow one gets busy and is judged.
-        if decision.is_none()
-            && held_root.is_none()
-            && let Some(unwritten) = backlog.to_write_back(&estimate, policy.max_flush_seconds)
-            && let Some(c) = candidate
-            && c.score > policy.release_at * bw
-            && rt
-                .backlog_written
-                .is_none_or(|(_, at)| now.duration_since(at) >= WRITE_BACK_EVERY)
-        {
-            let members = offender::members(tree, &self.eligibility, c.pid, &elsewhere);
-            if actuator.start_backlog_writeback(members, disk.id) {
-                let first = rt.backlog_written.is_none_or(|(pid, _)| pid != c.pid);
-                rt.backlog_written = Some((c.pid, now));
-                let line = format!(
-                    "{}: pid {}'s backlog would take {unwritten:.1}s at the assumed {} and the \
-                     disk has not begun to write it: its writeback started, to see how fast the \
-                     disk writes it",
-                    disk.label(),
-                    c.pid,
-                    show_rate(bw)
-                );
-                if first {
-                    tracing::info!("{line}");
-                } else {
-                    tracing::debug!("{line}");
-                }
-            }
-        }
         let mut fx = Effects {
             actuator,
             metrics: &mut self.metrics,

@@ -70,22 +70,6 @@ impl DiskBacklog {
     }
 }
 
-impl DiskBacklog {
-    /// On a disk not measured and not busy writing, how long its backlog would take at the
-    /// guess, when that is over `max_flush_seconds`: a backlog the trigger would judge on a busy
-    /// disk, left unjudged by [`DiskBacklog::flush_seconds`] until the kernel begins to write it,
-    /// at its background threshold or after 30 s. Its writeback started shows whether it is one:
-    /// a fast disk writes it at once, a slow one gets busy, and the trigger judges it.
-    pub fn to_write_back(&self, estimate: &Estimate, max_flush_seconds: f64) -> Option<f64> {
-        let unwritten = self.bytes / estimate.bytes_per_sec;
-        (!estimate.capacity
-            && !self.behind
-            && max_flush_seconds > 0.0
-            && unwritten > max_flush_seconds)
-            .then_some(unwritten)
-    }
-}
-
 #[derive(Debug, Default)]
 pub struct Backlogs {
     bytes: HashMap<DevId, f64>,
@@ -199,36 +183,6 @@ mod tests {
             None
         );
         assert_eq!(idle.flush_seconds(&measured), Some(47e6 / 25e6));
-    }
-
-    /// What the judgement above leaves out, an idle disk not measured holding a backlog over
-    /// `max_flush_seconds` at the guess, has its writeback started.
-    #[test]
-    fn an_unwritten_backlog_of_a_disk_not_measured_is_to_be_written_back() {
-        let guessed = Estimate::ASSUMED;
-        let measured = Estimate {
-            capacity: true,
-            measured: true,
-            ..Estimate::ASSUMED
-        };
-        let tick = 0.1;
-        // 30 MB at the assumed 25 MB/s: 1.2 s.
-        let idle = DiskBacklog::new(30e6, Some(&busy(MB, 40)), tick);
-        assert_eq!(idle.to_write_back(&guessed, 1.0), Some(1.2));
-        assert_eq!(
-            idle.to_write_back(&guessed, 2.0),
-            None,
-            "under the trigger's 2 s"
-        );
-        assert_eq!(
-            idle.to_write_back(&guessed, 0.0),
-            None,
-            "the trigger turned off"
-        );
-        // The backlog trigger judges these.
-        assert_eq!(idle.to_write_back(&measured, 1.0), None);
-        let busy = DiskBacklog::new(30e6, Some(&busy(MB, 900)), tick);
-        assert_eq!(busy.to_write_back(&guessed, 1.0), None);
     }
 
     /// The stick fills the page cache, the system disk writes its download as it comes: the
