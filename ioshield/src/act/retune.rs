@@ -1,10 +1,10 @@
 //! Retunes: a held restriction's limits moved to new ones (the disk measured, the speed
 //! probe's next step, a reload). One that turns iocost on or moves its model ends apart from the
 //! daemon's loop: each `io.cost.*` write freezes the disk's queue until the writes in flight
-//! complete, which took up to 484 ms for the speed probe's steps on the 6.12 bench (42 ms median)
-//! and 8.3 s once on the e2e's systemd host, under a held writer's backlog. The loop waited that long, and with
-//! it detection on every disk and every other restriction. The old limits hold meanwhile: the
-//! new ones are set once iocost is as they need it.
+//! complete, which took up to 484 ms for the speed probe's steps on the 6.12 bench (42 ms
+//! median) and 8.3 s once on the e2e's systemd host, under a held writer's backlog. The loop
+//! waited that long, and with it detection on every disk and every other restriction. The old
+//! limits hold meanwhile: the new ones are set once iocost is as they need it.
 use std::path::PathBuf;
 
 use anyhow::{Result, anyhow};
