@@ -138,8 +138,8 @@ pub struct Actuator {
     /// The steps of the restriction being made.
     stopwatch: Stopwatch,
     iocost_writer: iocost_writer::IocostWriter,
-    /// Retunes waiting for iocost's writes, by restriction id.
-    retunes: HashMap<u64, retune::Waiting>,
+    /// Retunes waiting for iocost's writes, by restriction id, with those writes.
+    retunes: HashMap<u64, (retune::Waiting, iocost::PendingHold)>,
     /// Where the cgroup v2 hierarchy is mounted, looked up once: restrictions on systemd hosts
     /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
     v2_root: Option<PathBuf>,

@@ -42,14 +42,13 @@ enum Place {
     },
 }
 
-/// A retune begun: iocost's writes handed over, its limits still to set.
+/// A retune begun: iocost's writes handed over (`pending`), its limits still to set.
 pub(super) struct Waiting {
     /// The method in place before it.
     before: Method,
     /// The method asked for; its write control is what the iocost writes come to.
     method: Method,
     place: Place,
-    pending: PendingHold,
     stopwatch: Stopwatch,
 }
 
@@ -110,10 +109,9 @@ impl Actuator {
             before,
             method,
             place,
-            pending,
             stopwatch: std::mem::take(&mut self.stopwatch),
         };
-        self.try_end_retune(id, waiting).await
+        self.try_end_retune(id, waiting, pending).await
     }
 
     /// Whether restriction `id` has a retune waiting for iocost's writes.
@@ -128,10 +126,10 @@ impl Actuator {
         ids.sort_unstable();
         let mut ended = Vec::new();
         for id in ids {
-            let Some(waiting) = self.retunes.remove(&id) else {
+            let Some((waiting, pending)) = self.retunes.remove(&id) else {
                 continue;
             };
-            match self.try_end_retune(id, waiting).await {
+            match self.try_end_retune(id, waiting, pending).await {
                 Ok(Retune::Waiting) => {}
                 ended_as => ended.push((id, ended_as)),
             }
@@ -142,24 +140,25 @@ impl Actuator {
     /// Waits for the writes of restriction `id`'s retune, if one is begun, forgetting it: its
     /// release puts back what they change, and must come after them.
     pub(super) async fn drop_retune(&mut self, id: u64) {
-        if let Some(waiting) = self.retunes.remove(&id) {
-            self.finish_hold(waiting.pending).await;
+        if let Some((_, pending)) = self.retunes.remove(&id) {
+            self.finish_hold(pending).await;
         }
     }
 
-    /// Sets `waiting`'s limits if its iocost writes are made; else keeps it for later.
-    async fn try_end_retune(&mut self, id: u64, mut waiting: Waiting) -> Result<Retune> {
-        let pending = std::mem::replace(
-            &mut waiting.pending,
-            PendingHold::Ready(WriteControl::Limit(method::NO_WRITE_LIMIT)),
-        );
+    /// Sets `waiting`'s limits if its iocost writes (`pending`) are made; else keeps it for
+    /// later.
+    async fn try_end_retune(
+        &mut self,
+        id: u64,
+        mut waiting: Waiting,
+        pending: PendingHold,
+    ) -> Result<Retune> {
         self.stopwatch = std::mem::take(&mut waiting.stopwatch);
         match self.try_finish_hold(pending, "iocost wait apart") {
             Ok(write) => self.end_retune(id, waiting, write).await,
             Err(pending) => {
-                waiting.pending = pending;
                 waiting.stopwatch = std::mem::take(&mut self.stopwatch);
-                self.retunes.insert(id, waiting);
+                self.retunes.insert(id, (waiting, pending));
                 Ok(Retune::Waiting)
             }
         }
@@ -176,7 +175,7 @@ impl Actuator {
             before,
             mut method,
             place,
-            ..
+            stopwatch: _,
         } = waiting;
         let Some(active) = self.active.get(&id) else {
             return Ok(Retune::Unchanged);
