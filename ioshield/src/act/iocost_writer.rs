@@ -4,9 +4,11 @@
 //! one made at the restriction, on the blocking pool, took 10-28 ms of its time on the
 //! emulated bench guest (the step before the move, against 4-13 ms for the journal entry and
 //! the write made inline; docs/bench/alongside.md).
+#[cfg(test)]
+use std::sync::Mutex;
 use std::{
     path::Path,
-    sync::{Arc, Mutex, mpsc},
+    sync::{Arc, mpsc},
 };
 
 use anyhow::Result;
@@ -64,13 +66,17 @@ impl IocostWriter {
     pub fn start() -> Self {
         let (jobs, queue) = mpsc::channel::<Job>();
         let made = Arc::new(Notify::new());
+        let told = made.clone();
+        #[cfg(test)]
         let gate = Arc::new(Mutex::new(()));
-        let (told, gated) = (made.clone(), gate.clone());
+        #[cfg(test)]
+        let gated = gate.clone();
         let spawned = std::thread::Builder::new()
             .name("iocost-writer".into())
             .spawn(move || {
                 // Ends when the actuator, and with it the sender, is dropped.
                 for job in queue {
+                    #[cfg(test)]
                     drop(gated.lock());
                     let mut laps = Stopwatch::start();
                     let made = job.writes.make(&mut laps);
