@@ -79,6 +79,8 @@ pub struct Engine {
     /// Measured disk speeds kept across restarts, and each disk's identity in that file.
     speeds: SpeedFile,
     identities: HashMap<DevId, Option<String>>,
+    /// What sysfs says each disk is: whether a backlog it has not begun to write counts.
+    kinds: HashMap<DevId, Option<devices::Kind>>,
     /// Kernel burst reports not yet judged, and reporters that may not be chosen.
     bursts: Vec<(Disk, Burst)>,
     ignored_bursts: HashMap<u32, Instant>,
@@ -119,6 +121,7 @@ impl Engine {
             pending_undos: 0,
             speeds,
             identities: HashMap::new(),
+            kinds: HashMap::new(),
             bursts: Vec::new(),
             ignored_bursts: HashMap::new(),
             backlogs: Backlogs::default(),
@@ -393,11 +396,19 @@ impl Engine {
         disks.dedup();
         let now = Instant::now();
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
+            self.know(&disk);
+            let may_be_slow = self
+                .kinds
+                .get(&disk.id)
+                .copied()
+                .flatten()
+                .is_some_and(devices::Kind::may_be_slow);
             let backlog = DiskBacklog::new(
                 self.backlogs.of(disk.id),
                 sample.disks.get(&disk.id),
                 sample.disks_elapsed.as_secs_f64(),
-            );
+            )
+            .unwritten_counts(may_be_slow);
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
@@ -814,6 +825,20 @@ impl Engine {
         if let Some(kept) = identity.as_deref().and_then(|i| self.speeds.get(i)) {
             self.bandwidth.seed(disk.id, kept);
         }
+        let kind = devices::kind(disk);
+        let backlog = match kind {
+            Some(k) if k.may_be_slow() => format!(
+                "{}: dirty data it has not begun to write counts as a backlog until its speed \
+                 is known",
+                k.name()
+            ),
+            Some(k) => format!(
+                "{}: its backlog counts once it writes, until its speed is known",
+                k.name()
+            ),
+            None => "kind unknown: its backlog counts once it writes, until its speed is known"
+                .to_string(),
+        };
         match &identity {
             Some(i) => tracing::info!("{}: disk identity {i}", disk.label()),
             None => tracing::info!(
@@ -822,7 +847,9 @@ impl Engine {
                 disk.label()
             ),
         }
+        tracing::info!("{}: {backlog}", disk.label());
         self.identities.insert(disk.id, identity);
+        self.kinds.insert(disk.id, kind);
     }
 
     /// The backlog guard of every disk whose policy asks for one, at the speed writers there

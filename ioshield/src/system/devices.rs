@@ -138,6 +138,55 @@ pub fn identity(disk: &Disk) -> Option<String> {
     Some(format!("model:{model}:sectors:{}", read("size")?))
 }
 
+/// What the kernel says a disk is, from sysfs: what tells a disk that may be as slow as the
+/// assumed speed (a USB stick, an SD card, a hard disk) from one that is not (an SSD).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `removable` is 1: a USB stick or a card reader's card.
+    Removable,
+    /// `queue/rotational` is 1: a hard disk, or a device that does not say (virtio, many USB
+    /// bridges report 1).
+    Rotational,
+    /// `queue/rotational` is 0: NVMe, SATA SSDs, device-mapper over them.
+    SolidState,
+}
+
+impl Kind {
+    /// Whether the disk may be as slow as the speed a disk not measured is assumed at: then a
+    /// backlog it has not begun to write already counts (`detect::backlog`).
+    pub fn may_be_slow(self) -> bool {
+        self != Kind::SolidState
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Removable => "removable",
+            Kind::Rotational => "rotational",
+            Kind::SolidState => "solid-state",
+        }
+    }
+}
+
+/// The disk's kind, or `None` when sysfs does not say (no name, or the files unreadable).
+pub fn kind(disk: &Disk) -> Option<Kind> {
+    let sys = Path::new("/sys/block").join(disk.name.as_ref()?);
+    let flag = |rel: &str| {
+        std::fs::read_to_string(sys.join(rel))
+            .ok()
+            .map(|s| s.trim() == "1")
+    };
+    if flag("removable") == Some(true) {
+        return Some(Kind::Removable);
+    }
+    flag("queue/rotational").map(|r| {
+        if r {
+            Kind::Rotational
+        } else {
+            Kind::SolidState
+        }
+    })
+}
+
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
 /// on those, not on device-mapper or md devices.
 pub fn is_blk_mq(dev: DevId) -> bool {
@@ -224,5 +273,31 @@ mod tests {
         assert_eq!(devices.lookup(&disk.label()), Some(disk.clone()));
         assert_eq!(devices.lookup(&disk.id.to_string()), Some(disk));
         assert_eq!(devices.lookup("/dev/no-such-disk"), None);
+    }
+
+    #[test]
+    fn a_disk_says_its_kind_and_a_device_without_a_node_does_not() {
+        let st = nix::sys::stat::stat("/").unwrap();
+        let disk = Devices::default().resolve(DevId::from_user(st.st_dev));
+        let name = disk.name.clone().expect("/ is on a block device here");
+        let rotational = std::fs::read_to_string(format!("/sys/block/{name}/queue/rotational"))
+            .unwrap()
+            .trim()
+            .to_string();
+        let removable = std::fs::read_to_string(format!("/sys/block/{name}/removable")).unwrap();
+        let expected = match (removable.trim(), rotational.as_str()) {
+            ("1", _) => Kind::Removable,
+            (_, "1") => Kind::Rotational,
+            _ => Kind::SolidState,
+        };
+        assert_eq!(kind(&disk), Some(expected));
+        let anonymous = Disk {
+            id: DevId {
+                major: 0,
+                minor: 45,
+            },
+            name: None,
+        };
+        assert_eq!(kind(&anonymous), None);
     }
 }

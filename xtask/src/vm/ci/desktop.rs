@@ -3,7 +3,10 @@
 //! disk with no throttle (the system disk). Only the stick's writer may be restricted: until
 //! stop 51 the backlog trigger weighed the machine's whole dirty memory (the stick's) against the
 //! system disk, judged at the assumed 25 MB/s, restricted the download there and paused it 2.1 s
-//! on 6.12 (docs/bench/stick.md).
+//! on 6.12 (docs/bench/stick.md). The system disk says it is solid-state (the guest's init.sh
+//! marks the fast disk so, as NVMe and SATA SSDs are): there a backlog the disk has not begun to
+//! write does not count against the assumed speed, while on the stick (rotational, as virtio
+//! disks say) it does from the start (stop 62).
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result, bail};
