@@ -538,7 +538,6 @@ impl Engine {
         let burst = self
             .burst_on(disk, tree)
             .filter(|b| !elsewhere.contains(&b.offender.pid));
-        self.know(disk);
         let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
         let bw = estimate.bytes_per_sec;
         let first_sight = !self.disks.contains_key(disk);

@@ -170,21 +170,26 @@ impl Kind {
 /// The disk's kind, or `None` when sysfs does not say (no name, or the files unreadable).
 pub fn kind(disk: &Disk) -> Option<Kind> {
     let sys = Path::new("/sys/block").join(disk.name.as_ref()?);
-    let flag = |rel: &str| {
-        std::fs::read_to_string(sys.join(rel))
-            .ok()
-            .map(|s| s.trim() == "1")
-    };
-    if flag("removable") == Some(true) {
-        return Some(Kind::Removable);
-    }
-    flag("queue/rotational").map(|r| {
-        if r {
-            Kind::Rotational
-        } else {
-            Kind::SolidState
+    let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok();
+    Kind::from_sysfs(
+        read("removable").as_deref(),
+        read("queue/rotational").as_deref(),
+    )
+}
+
+impl Kind {
+    /// From the disk's `removable` and `queue/rotational` files: a removable disk is that,
+    /// whatever its rotation says (USB sticks say either).
+    fn from_sysfs(removable: Option<&str>, rotational: Option<&str>) -> Option<Kind> {
+        if removable.map(str::trim) == Some("1") {
+            return Some(Kind::Removable);
         }
-    })
+        match rotational.map(str::trim)? {
+            "1" => Some(Kind::Rotational),
+            "0" => Some(Kind::SolidState),
+            _ => None,
+        }
+    }
 }
 
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
@@ -276,21 +281,19 @@ mod tests {
     }
 
     #[test]
-    fn a_disk_says_its_kind_and_a_device_without_a_node_does_not() {
+    fn a_disk_says_its_kind_from_sysfs() {
+        let kind = Kind::from_sysfs;
+        assert_eq!(kind(Some("1\n"), Some("0\n")), Some(Kind::Removable));
+        assert_eq!(kind(Some("1\n"), Some("1\n")), Some(Kind::Removable));
+        assert_eq!(kind(Some("0\n"), Some("1\n")), Some(Kind::Rotational));
+        assert_eq!(kind(Some("0\n"), Some("0\n")), Some(Kind::SolidState));
+        assert_eq!(kind(None, Some("0\n")), Some(Kind::SolidState));
+        assert_eq!(kind(Some("0\n"), None), None);
+        assert_eq!(kind(Some("0\n"), Some("?")), None);
+        // The host's root disk has both files; a device without a node has none.
         let st = nix::sys::stat::stat("/").unwrap();
-        let disk = Devices::default().resolve(DevId::from_user(st.st_dev));
-        let name = disk.name.clone().expect("/ is on a block device here");
-        let rotational = std::fs::read_to_string(format!("/sys/block/{name}/queue/rotational"))
-            .unwrap()
-            .trim()
-            .to_string();
-        let removable = std::fs::read_to_string(format!("/sys/block/{name}/removable")).unwrap();
-        let expected = match (removable.trim(), rotational.as_str()) {
-            ("1", _) => Kind::Removable,
-            (_, "1") => Kind::Rotational,
-            _ => Kind::SolidState,
-        };
-        assert_eq!(kind(&disk), Some(expected));
+        let root = Devices::default().resolve(DevId::from_user(st.st_dev));
+        assert!(super::kind(&root).is_some(), "{root:?}");
         let anonymous = Disk {
             id: DevId {
                 major: 0,
@@ -298,6 +301,6 @@ mod tests {
             },
             name: None,
         };
-        assert_eq!(kind(&anonymous), None);
+        assert_eq!(super::kind(&anonymous), None);
     }
 }
