@@ -57,6 +57,14 @@ const QUIET_BACKLOG: f64 = 4.0 * 1024.0 * 1024.0;
 /// each write freezes the disk's queue a moment, and the speed moves with every backlog.
 const MODEL_MATCH_EVERY: Duration = Duration::from_secs(10);
 
+/// What sysfs says of a disk: read at its first sight, kept while the daemon runs.
+struct Known {
+    /// Its stable identity in the speeds file, if it has one.
+    identity: Option<String>,
+    /// Whether a backlog it has not begun to write counts (`detect::backlog`).
+    kind: Option<devices::Kind>,
+}
+
 pub struct Engine {
     config: Config,
     /// This kernel's version, read once: `refresh_dirty_counts`' `auto` goes by it on every tick.
@@ -78,9 +86,8 @@ pub struct Engine {
     pending_undos: usize,
     /// Measured disk speeds kept across restarts, and each disk's identity in that file.
     speeds: SpeedFile,
-    identities: HashMap<DevId, Option<String>>,
-    /// What sysfs says each disk is: whether a backlog it has not begun to write counts.
-    kinds: HashMap<DevId, Option<devices::Kind>>,
+    /// What sysfs says of each disk seen, read once.
+    known: HashMap<DevId, Known>,
     /// Kernel burst reports not yet judged, and reporters that may not be chosen.
     bursts: Vec<(Disk, Burst)>,
     ignored_bursts: HashMap<u32, Instant>,
@@ -120,8 +127,7 @@ impl Engine {
             started: Instant::now(),
             pending_undos: 0,
             speeds,
-            identities: HashMap::new(),
-            kinds: HashMap::new(),
+            known: HashMap::new(),
             bursts: Vec::new(),
             ignored_bursts: HashMap::new(),
             backlogs: Backlogs::default(),
@@ -398,10 +404,9 @@ impl Engine {
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
             self.know(&disk);
             let may_be_slow = self
-                .kinds
+                .known
                 .get(&disk.id)
-                .copied()
-                .flatten()
+                .and_then(|k| k.kind)
                 .is_some_and(devices::Kind::may_be_slow);
             let backlog = DiskBacklog::new(
                 self.backlogs.of(disk.id),
@@ -555,9 +560,9 @@ impl Engine {
             rt.no_room = None;
         } else if first_sight {
             rt.no_room = self
-                .identities
+                .known
                 .get(&disk.id)
-                .and_then(Option::as_deref)
+                .and_then(|k| k.identity.as_deref())
                 .and_then(|i| self.speeds.no_room(i));
         }
         // The measured speed moves with every backlog: say when it changed a lot, but
@@ -768,7 +773,7 @@ impl Engine {
                         hear_others(disk, rt, fx.actuator);
                         probed
                     });
-                    let identity = self.identities.get(&disk.id).and_then(Option::as_deref);
+                    let identity = self.known.get(&disk.id).and_then(|k| k.identity.as_deref());
                     keep_room_shown(disk, rt, identity, &mut self.speeds);
                     let (method, why) = match probed {
                         Some(probed) => probed,
@@ -817,7 +822,7 @@ impl Engine {
     /// Looks the disk's identity up the first time it is seen, and starts its speed from what
     /// an earlier run learned of it.
     fn know(&mut self, disk: &Disk) {
-        if self.identities.contains_key(&disk.id) {
+        if self.known.contains_key(&disk.id) {
             return;
         }
         let identity = devices::identity(disk);
@@ -847,8 +852,7 @@ impl Engine {
             ),
         }
         tracing::info!("{}: {backlog}", disk.label());
-        self.identities.insert(disk.id, identity);
-        self.kinds.insert(disk.id, kind);
+        self.known.insert(disk.id, Known { identity, kind });
     }
 
     /// The backlog guard of every disk whose policy asks for one, at the speed writers there
@@ -1049,8 +1053,10 @@ impl Engine {
 
     /// What the disks' speeds file is to keep of each disk with an identity.
     fn keep_speeds(&mut self) {
-        for (dev, identity) in &self.identities {
-            if let (Some(identity), Some(kept)) = (identity, self.bandwidth.worth_keeping(*dev)) {
+        for (dev, known) in &self.known {
+            if let (Some(identity), Some(kept)) =
+                (&known.identity, self.bandwidth.worth_keeping(*dev))
+            {
                 self.speeds.set(identity, kept);
             }
         }

@@ -165,19 +165,7 @@ impl Kind {
             Kind::SolidState => "solid-state",
         }
     }
-}
 
-/// The disk's kind, or `None` when sysfs does not say (no name, or the files unreadable).
-pub fn kind(disk: &Disk) -> Option<Kind> {
-    let sys = Path::new("/sys/block").join(disk.name.as_ref()?);
-    let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok();
-    Kind::from_sysfs(
-        read("removable").as_deref(),
-        read("queue/rotational").as_deref(),
-    )
-}
-
-impl Kind {
     /// From the disk's `removable` and `queue/rotational` files: a removable disk is that,
     /// whatever its rotation says (USB sticks say either).
     fn from_sysfs(removable: Option<&str>, rotational: Option<&str>) -> Option<Kind> {
@@ -190,6 +178,16 @@ impl Kind {
             _ => None,
         }
     }
+}
+
+/// The disk's kind, or `None` when sysfs does not say (no name, or the files unreadable).
+pub fn kind(disk: &Disk) -> Option<Kind> {
+    let sys = Path::new("/sys/block").join(disk.name.as_ref()?);
+    let read = |rel: &str| std::fs::read_to_string(sys.join(rel)).ok();
+    Kind::from_sysfs(
+        read("removable").as_deref(),
+        read("queue/rotational").as_deref(),
+    )
 }
 
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
