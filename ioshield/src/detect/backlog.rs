@@ -77,7 +77,7 @@ impl DiskBacklog {
     /// before the kernel began to write it, 28 s in. That backlog stays charged to the cgroup
     /// it was dirtied in, shared with the innocents there, and a restriction does not reach
     /// it: 408 of the 424 MB written in such a run went out at their weight, and the
-    /// committing load paused 1.3-3.7 s as it went (stop 62). There the unwritten backlog
+    /// committing load paused 1.3-3.7 s as it went (stop 61, traced at stop 62). There the unwritten backlog
     /// counts at once.
     ///
     /// Once it writes, what it writes is a floor for its speed: the kernel's periodic flush of
