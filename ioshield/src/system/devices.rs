@@ -144,6 +144,10 @@ pub fn identity(disk: &Disk) -> Option<String> {
 pub enum Kind {
     /// `removable` is 1: a USB stick or a card reader's card.
     Removable,
+    /// Attached over USB or to an SD/MMC slot (or device-mapper over one), whatever it says of
+    /// its rotation: a USB SSD or an SD card says 0 and is not removable, and may write at
+    /// 10-40 MB/s.
+    SlowBus,
     /// `queue/rotational` is 1: a hard disk, or a device that does not say (virtio, many USB
     /// bridges report 1).
     Rotational,
@@ -161,16 +165,24 @@ impl Kind {
     pub fn name(self) -> &'static str {
         match self {
             Kind::Removable => "removable",
+            Kind::SlowBus => "on USB or an SD/MMC slot",
             Kind::Rotational => "rotational",
             Kind::SolidState => "solid-state",
         }
     }
 
-    /// From the disk's `removable` and `queue/rotational` files: a removable disk is that,
-    /// whatever its rotation says (USB sticks say either).
-    fn from_sysfs(removable: Option<&str>, rotational: Option<&str>) -> Option<Kind> {
+    /// From the disk's `removable` and `queue/rotational` files and whether it hangs on a slow
+    /// bus: a removable disk is that, whatever its rotation says (USB sticks say either).
+    fn from_sysfs(
+        removable: Option<&str>,
+        rotational: Option<&str>,
+        slow_bus: bool,
+    ) -> Option<Kind> {
         if removable.map(str::trim) == Some("1") {
             return Some(Kind::Removable);
+        }
+        if slow_bus {
+            return Some(Kind::SlowBus);
         }
         match rotational.map(str::trim)? {
             "1" => Some(Kind::Rotational),
@@ -187,7 +199,38 @@ pub fn kind(disk: &Disk) -> Option<Kind> {
     Kind::from_sysfs(
         read("removable").as_deref(),
         read("queue/rotational").as_deref(),
+        on_slow_bus(&sys, 0),
     )
+}
+
+/// Whether the block device `sys` links to (`/sys/block/NAME`, or an entry of a mapped
+/// device's `slaves`) hangs below a USB or an SD/MMC controller (its device path passes one),
+/// or is device-mapper or md over such a disk or partition (LUKS on a USB SSD); `depth`
+/// bounds the walk down that stack.
+fn on_slow_bus(sys: &Path, depth: u32) -> bool {
+    let Ok(real) = std::fs::canonicalize(sys) else {
+        return false;
+    };
+    if real
+        .iter()
+        .any(|c| slow_bus_component(&c.to_string_lossy()))
+    {
+        return true;
+    }
+    depth < 4
+        && std::fs::read_dir(real.join("slaves"))
+            .is_ok_and(|entries| entries.flatten().any(|e| on_slow_bus(&e.path(), depth + 1)))
+}
+
+/// A USB bus (`usb1`), or an MMC host (`mmc_host`, `mmc0`) in a device path, e.g.
+/// `/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host4/.../block/sdb` or
+/// `/sys/devices/platform/.../mmc_host/mmc0/mmc0:aaaa/block/mmcblk0`.
+fn slow_bus_component(c: &str) -> bool {
+    let numbered = |prefix: &str| {
+        c.strip_prefix(prefix)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    };
+    c == "mmc_host" || numbered("usb") || numbered("mmc")
 }
 
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
@@ -279,8 +322,73 @@ mod tests {
     }
 
     #[test]
+    fn usb_and_mmc_controllers_are_told_from_their_path() {
+        let on = |path: &str| {
+            Path::new(path)
+                .iter()
+                .any(|c| slow_bus_component(&c.to_string_lossy()))
+        };
+        assert!(on(
+            "/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host4/target4:0:0/4:0:0:0/block/sdb"
+        ));
+        assert!(on(
+            "/sys/devices/pci0000:00/0000:00:1e.6/mmc_host/mmc0/mmc0:aaaa/block/mmcblk0"
+        ));
+        assert!(on(
+            "/sys/devices/platform/fe320000.mmc/mmc1/mmc1:0001/block/mmcblk1"
+        ));
+        assert!(!on(
+            "/sys/devices/pci0000:00/0000:00:04.0/virtio2/block/vda"
+        ));
+        assert!(!on(
+            "/sys/devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1"
+        ));
+        assert!(!on("/sys/devices/virtual/block/dm-0"));
+        assert!(
+            !on("/sys/devices/platform/usbmisc/block/x"),
+            "a name is not a bus"
+        );
+    }
+
+    /// sysfs as the kernel lays it out: `/sys/block/NAME` links into `/sys/devices`, and a
+    /// mapped device lists the disks below it in `slaves`.
+    #[test]
+    fn luks_on_a_usb_ssd_is_on_a_slow_bus_and_on_nvme_is_not() {
+        use std::os::unix::fs::symlink;
+        let root = tempfile::tempdir().unwrap();
+        let at = |rel: &str| root.path().join(rel);
+        let usb = "devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host4/target4:0:0/4:0:0:0/block/sdb/sdb1";
+        let nvme = "devices/pci0000:00/0000:00:1d.0/0000:3d:00.0/nvme/nvme0/nvme0n1";
+        for dir in [
+            usb,
+            nvme,
+            "devices/virtual/block/dm-0/slaves",
+            "devices/virtual/block/dm-1/slaves",
+            "block",
+        ] {
+            std::fs::create_dir_all(at(dir)).unwrap();
+        }
+        for (name, target) in [
+            ("sdb1", usb),
+            ("nvme0n1", nvme),
+            ("dm-0", "devices/virtual/block/dm-0"),
+            ("dm-1", "devices/virtual/block/dm-1"),
+        ] {
+            symlink(at(target), at(&format!("block/{name}"))).unwrap();
+        }
+        symlink(at(usb), at("devices/virtual/block/dm-0/slaves/sdb1")).unwrap();
+        symlink(at(nvme), at("devices/virtual/block/dm-1/slaves/nvme0n1")).unwrap();
+        let on = |name: &str| on_slow_bus(&at(&format!("block/{name}")), 0);
+        assert!(on("sdb1"));
+        assert!(on("dm-0"), "LUKS on a partition of the USB SSD");
+        assert!(!on("nvme0n1"));
+        assert!(!on("dm-1"), "LUKS on the NVMe disk");
+        assert!(!on("sdz"), "no such disk");
+    }
+
+    #[test]
     fn a_disk_says_its_kind_from_sysfs() {
-        let kind = Kind::from_sysfs;
+        let kind = |removable, rotational| Kind::from_sysfs(removable, rotational, false);
         assert_eq!(kind(Some("1\n"), Some("0\n")), Some(Kind::Removable));
         assert_eq!(kind(Some("1\n"), Some("1\n")), Some(Kind::Removable));
         assert_eq!(kind(Some("0\n"), Some("1\n")), Some(Kind::Rotational));
@@ -288,6 +396,14 @@ mod tests {
         assert_eq!(kind(None, Some("0\n")), Some(Kind::SolidState));
         assert_eq!(kind(Some("0\n"), None), None);
         assert_eq!(kind(Some("0\n"), Some("?")), None);
+        // A USB SSD says it is solid-state and not removable.
+        let usb_ssd = Kind::from_sysfs(Some("0\n"), Some("0\n"), true);
+        assert_eq!(usb_ssd, Some(Kind::SlowBus));
+        assert!(usb_ssd.unwrap().may_be_slow());
+        assert_eq!(
+            Kind::from_sysfs(Some("1\n"), Some("0\n"), true),
+            Some(Kind::Removable)
+        );
         // The host's root disk has both files; a device without a node has none.
         let st = nix::sys::stat::stat("/").unwrap();
         let root = Devices::default().resolve(DevId::from_user(st.st_dev));
