@@ -142,9 +142,9 @@ impl DiskRuntime {
                 policy.restrict_at * 100.0,
                 show_rate(bw)
             ),
-            Trigger::FlushTime(s) => format!(
-                "tree {} on {}, whose dirty backlog would take {s:.1}s to flush > {}s",
-                show_rate(offender.score),
+            Trigger::FlushTime { seconds, rate } => format!(
+                "tree {} on {}, whose dirty backlog would take {seconds:.1}s to flush > {}s",
+                show_rate(rate),
                 disk.label(),
                 policy.max_flush_seconds
             ),

@@ -645,9 +645,18 @@ impl Engine {
             .sum();
         // The backlog trigger also needs this disk's top writer to be active (policy.rs): its
         // part of the machine's backlog is an estimate (detect/backlog.rs).
+        let recent = offender::scores(
+            tree,
+            &self.eligibility,
+            self.rates.recent_on_disk(disk),
+            self.config.daemon.parent_factor,
+        );
         let inputs = Inputs {
             now,
             offender: candidate,
+            offender_recent: candidate.map_or(0.0, |c| {
+                offender::score_of(tree, &self.eligibility, &recent, c.pid)
+            }),
             held_score: held_root
                 .and_then(|r| scores.subtree.get(&r))
                 .copied()

@@ -36,7 +36,11 @@ mod tests {
     use super::*;
 
     fn rate(bytes: f64, files: f64) -> Rate {
-        Rate { bytes, files }
+        Rate {
+            bytes,
+            files,
+            ..Rate::default()
+        }
     }
 
     #[test]

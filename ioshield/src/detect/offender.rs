@@ -44,17 +44,22 @@ pub fn choose(
         .subtree
         .iter()
         .filter(|(pid, _)| !held_elsewhere.contains(pid))
-        .filter_map(|(&pid, &subtree)| {
+        .filter_map(|(&pid, _)| {
             let node = tree.get(pid)?;
             eligibility.choosable(tree, pid, node).ok()?;
-            let score = if eligibility.judged_alone(pid, node) {
-                scores.own.get(&pid).copied().unwrap_or(0.0)
-            } else {
-                subtree
-            };
+            let score = score_of(tree, eligibility, scores, pid);
             (score > 0.0).then_some(Candidate { pid, score })
         })
         .max_by(|a, b| a.score.total_cmp(&b.score).then(b.pid.cmp(&a.pid)))
+}
+
+/// What `pid` is judged by in `scores`: its subtree's, or its own for a session leader.
+pub fn score_of(tree: &ProcessTree, eligibility: &Eligibility, scores: &Scores, pid: u32) -> f64 {
+    let alone = tree
+        .get(pid)
+        .is_some_and(|node| eligibility.judged_alone(pid, node));
+    let from = if alone { &scores.own } else { &scores.subtree };
+    from.get(&pid).copied().unwrap_or(0.0)
 }
 
 /// The processes a restriction of `root` covers: its live subtree, root first, without anything

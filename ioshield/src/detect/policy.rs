@@ -1,7 +1,7 @@
 //! Per-disk hysteresis: restrict when the top subtree's rate passes `restrict_at` of the disk's
-//! bandwidth (or the dirty backlog would take longer than `max_flush_seconds` to flush, or the
-//! kernel reported a process dirtying faster than the disk writes); release when the restricted
-//! subtree stays under `release_at` for `hold`.
+//! bandwidth (or the dirty backlog would take longer than `max_flush_seconds` to flush while it
+//! dirties over `release_at`, or the kernel reported a process dirtying faster than the disk
+//! writes); release when the restricted subtree stays under `release_at` for `hold`.
 use std::time::{Duration, Instant};
 
 use crate::config::DevicePolicy;
@@ -16,8 +16,9 @@ pub struct Candidate {
 pub enum Trigger {
     /// Subtree rate over `restrict_at` of bandwidth.
     Rate,
-    /// Backlog flush time over `max_flush_seconds`, with this offender still adding to it.
-    FlushTime(f64),
+    /// Backlog flush time over `max_flush_seconds`, with this offender still adding to it at
+    /// `rate` (the larger of its average and its last second's, bytes per second).
+    FlushTime { seconds: f64, rate: f64 },
     /// The kernel saw it dirty this many bytes in this many seconds, faster than the disk
     /// writes: restricted before a backlog exists rather than after. `judged_after`: from the
     /// kernel's crossing to this decision.
@@ -65,6 +66,9 @@ pub struct Inputs {
     pub now: Instant,
     /// Best eligible subtree on this disk.
     pub offender: Option<Candidate>,
+    /// The same subtree's rate over about the last second: a writer that began a few seconds
+    /// ago adds to the backlog at its full rate while its average still climbs.
+    pub offender_recent: f64,
     /// Current score of the restricted root's subtree (0 if it is gone).
     pub held_score: f64,
     /// The restricted root has exited and nothing of its subtree lives.
@@ -95,11 +99,12 @@ impl DiskState {
                 let trigger = if o.score > p.restrict_at * i.bandwidth {
                     Trigger::Rate
                 } else if p.max_flush_seconds > 0.0
-                    && let Some(f) = i.flush_seconds
-                    && f > p.max_flush_seconds
-                    && o.score > p.release_at * i.bandwidth
+                    && let Some(seconds) = i.flush_seconds
+                    && seconds > p.max_flush_seconds
+                    && let rate = o.score.max(i.offender_recent)
+                    && rate > p.release_at * i.bandwidth
                 {
-                    Trigger::FlushTime(f)
+                    Trigger::FlushTime { seconds, rate }
                 } else {
                     return None;
                 };
@@ -150,6 +155,7 @@ mod tests {
         Inputs {
             now,
             offender: Some(Candidate { pid: 42, score }),
+            offender_recent: score,
             held_score,
             held_gone: false,
             bandwidth: 30e6,
@@ -214,7 +220,7 @@ mod tests {
         assert!(matches!(
             s.step(&i, &p),
             Some(Decision::Restrict {
-                trigger: Trigger::FlushTime(_),
+                trigger: Trigger::FlushTime { .. },
                 ..
             })
         ));
@@ -222,11 +228,25 @@ mod tests {
             pid: 42,
             score: 1e6,
         });
+        i.offender_recent = 1e6;
         assert_eq!(
             s.step(&i, &p),
             None,
             "a trickle is not the cause of the backlog"
         );
+        // A writer that began a second ago: its average has not caught up with what it adds.
+        i.offender_recent = 14e6;
+        assert!(matches!(
+            s.step(&i, &p),
+            Some(Decision::Restrict {
+                trigger: Trigger::FlushTime { .. },
+                ..
+            })
+        ));
+        // Nor does the last second make a rate trigger of a writer under it.
+        i.flush_seconds = None;
+        i.offender_recent = 29e6;
+        assert_eq!(s.step(&i, &p), None);
     }
 
     #[test]
