@@ -644,7 +644,8 @@ impl Engine {
             .filter_map(|p| scores.own.get(p))
             .sum();
         // The backlog trigger also needs this disk's top writer to be active (policy.rs): its
-        // part of the machine's backlog is an estimate (detect/backlog.rs).
+        // part of the machine's backlog is an estimate (detect/backlog.rs). Active by its last
+        // second too: a writer that just began is, while its 8 s average still climbs.
         let recent = offender::scores(
             tree,
             &self.eligibility,

@@ -54,7 +54,8 @@ impl DiskBacklog {
     }
 
     /// The same, saying whether the disk may be as slow as the speed it is assumed at until
-    /// measured (removable or rotational, [`crate::system::devices::Kind`]): there dirty data
+    /// measured (removable, on USB or an SD/MMC slot, or rotational,
+    /// [`crate::system::devices::Kind`]): there dirty data
     /// the kernel has not begun to write counts as a backlog at once.
     pub fn unwritten_counts(self, counts: bool) -> Self {
         DiskBacklog {

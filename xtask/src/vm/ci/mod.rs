@@ -5,6 +5,7 @@
 mod build_like;
 mod desktop;
 mod fast_disk;
+mod slow_writer;
 mod smoke;
 
 use std::{
@@ -234,6 +235,16 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 .and_then(|_| desktop::only_the_stick_restricted(&dir.join("ioshield-desktop")));
                 report(series, "ioshield-desktop stick", desktop);
             }
+            // A writer under the rate threshold on a disk never measured is restricted for the
+            // backlog it builds before the kernel writes any of it (docs/bench/unwritten-backlog.md).
+            if here("ioshield-auto-slow") {
+                let slow =
+                    stall_as("ioshield-auto-slow", "ioshield", slow_writer::ENV).and_then(|p| {
+                        let early = slow_writer::restricted_early(&dir.join("ioshield-auto-slow"))?;
+                        Ok(format!("{early}; {}", p.line()))
+                    });
+                report(series, "ioshield-auto slow writer", slow);
+            }
             // A held writer whose processes then need memory, as a build's compilers do: its
             // memory.high is lifted once they hold more than its page cache budget, instead of
             // the kernel putting every allocation of theirs to sleep (docs/bench/memory-follow.md).
@@ -371,6 +382,7 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
 const ONE_KERNEL: &[(&str, &str)] = &[
     ("ioshield-auto-window", "6.12"),
     ("ioshield-desktop", "6.12"),
+    ("ioshield-auto-slow", "6.12"),
     ("ioshield-auto-tar", "6.1"),
     ("ioshield-build", "6.1"),
     ("ioshield-fast", "6.1"),

@@ -1,0 +1,118 @@
+//! A writer under the rate threshold on a disk never measured (the "ioshield-auto slow writer"
+//! check): paced at 14 MB/s on the 30 MB/s disk, under the 17.5 MB/s a writer must keep up at
+//! the assumed 25 MB/s, it is restricted only by the backlog trigger. Until stop 62 that waited
+//! for the kernel to begin writing its backlog, 28-34 s in; counting the backlog the disk has
+//! not begun to write (a rotational disk) made it 4.0-4.6 s, and judging the writer by its last
+//! second as well as its 8 s average 2.5-2.8 s (stop 63, docs/bench/unwritten-backlog.md).
+use std::path::Path;
+
+use anyhow::{Context as _, Result, bail};
+use ioshield_tests::load::record::LoadRecord;
+
+use super::{daemon_log, decisions};
+use crate::bench::{clock_offset, rfc3339_seconds};
+
+/// stall.sh's environment for the run: the shipped `bandwidth = "auto"` and the offender paced.
+pub(super) const ENV: &[&str] = &["BANDWIDTH=auto", "OFFENDER_RATE=14000000"];
+
+/// From the writer's first write to its restriction, at most. 25 MB unwritten at 10-14 MB/s
+/// (the paced writer keeps 11.4-12.5 on this emulated guest) takes 1.8-2.5 s, and the daemon's
+/// tick adds up to 1 s; judged by its 8 s average alone it came at 4.0-4.6 s.
+pub(super) const MAX_DETECTION_S: f64 = 3.8;
+
+/// What the backlog trigger's decision says.
+const BACKLOG_TRIGGER: &str = "whose dirty backlog would take";
+
+/// The writer's first restriction was the backlog trigger's, within [`MAX_DETECTION_S`] of its
+/// first write.
+pub(super) fn restricted_early(run: &Path) -> Result<String> {
+    let results = run.join("results");
+    let offender = LoadRecord::load(&results.join("offender.json"))?;
+    let offset = clock_offset(&results).context("no clock.txt to read the daemon's log by")?;
+    let text = daemon_log(run)?;
+    let Some(first) = decisions(&text, &["INFO restrict pid"]).into_iter().next() else {
+        bail!("the paced writer was never restricted");
+    };
+    let wall = first
+        .split_whitespace()
+        .next()
+        .and_then(rfc3339_seconds)
+        .with_context(|| format!("no time on the daemon's line: {first}"))?;
+    let after = wall - offset - offender.start_s;
+    let said = first.split(" INFO ").nth(1).unwrap_or(first);
+    if !first.contains(BACKLOG_TRIGGER) {
+        bail!("restricted {after:.2} s in, not by the backlog trigger: {said}");
+    }
+    if after > MAX_DETECTION_S {
+        bail!(
+            "restricted {after:.2} s after its first write (at most {MAX_DETECTION_S} s): {said}"
+        );
+    }
+    Ok(format!(
+        "restricted {after:.2} s after its first write, at {:.1} MB/s: {said}",
+        offender.bytes_per_sec / 1e6
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    /// A run's results as stall.sh leaves them: the loads' monotonic clock 100 s behind the
+    /// wall clock's 2026-11-30T02:00:00Z (1_796_004_000), the writer's first write at 10.0.
+    fn run_with(name: &str, daemon_log: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("ioshield-slow-{}-{name}", std::process::id()));
+        let results = dir.join("results");
+        fs::create_dir_all(&results).unwrap();
+        fs::write(
+            results.join("clock.txt"),
+            "realtime 1796004100.0 monotonic 100.0\n",
+        )
+        .unwrap();
+        LoadRecord::new("offender", 0.0, 10.0, vec![11.0, 12.0], 24_000_000)
+            .save(&results.join("offender.json"))
+            .unwrap();
+        fs::write(results.join("daemon.log"), daemon_log).unwrap();
+        dir
+    }
+
+    const BACKLOG: &str = "tree 12.8 MB/s on /dev/vda, whose dirty backlog would take 1.4s to \
+                           flush > 1s: io.weight=1\n";
+
+    #[test]
+    fn the_backlog_trigger_in_time_passes_late_or_another_fails() {
+        let early = run_with(
+            "early",
+            &format!(
+                "2026-11-30T02:00:12.600000Z  INFO restrict pid 218 (ioshield-load) {BACKLOG}"
+            ),
+        );
+        let said = restricted_early(&early).unwrap();
+        assert!(said.starts_with("restricted 2.60 s after"), "{said}");
+        let late = run_with(
+            "late",
+            &format!(
+                "2026-11-30T02:00:14.500000Z  INFO restrict pid 218 (ioshield-load) {BACKLOG}"
+            ),
+        );
+        let err = restricted_early(&late).unwrap_err().to_string();
+        assert!(err.contains("restricted 4.50 s after"), "{err}");
+        let burst = run_with(
+            "burst",
+            "2026-11-30T02:00:11.000000Z  INFO restrict pid 218 (ioshield-load) dirtied 6.3 MB \
+             in 93 ms on /dev/vda, faster than the disk's 25.0 MB/s\n",
+        );
+        let err = restricted_early(&burst).unwrap_err().to_string();
+        assert!(err.contains("not by the backlog trigger"), "{err}");
+        let never = run_with(
+            "never",
+            "2026-11-30T02:00:11.000000Z  INFO ioshield daemon running\n",
+        );
+        let err = restricted_early(&never).unwrap_err().to_string();
+        assert!(err.contains("never restricted"), "{err}");
+        for dir in [early, late, burst, never] {
+            fs::remove_dir_all(dir).unwrap();
+        }
+    }
+}
