@@ -130,19 +130,19 @@ impl Rates {
 
     /// Each process's own smoothed dirty rate (bytes per second) on `disk`.
     pub fn on_disk(&self, disk: &Disk) -> HashMap<u32, f64> {
-        self.ema
-            .iter()
-            .filter(|((_, d), _)| d == disk)
-            .map(|((p, _), v)| (*p, v.bytes))
-            .collect()
+        self.each_on(disk, |r| r.bytes)
     }
 
     /// Each process's dirty rate (bytes per second) on `disk` over about the last second.
     pub fn recent_on_disk(&self, disk: &Disk) -> HashMap<u32, f64> {
+        self.each_on(disk, |r| r.recent)
+    }
+
+    fn each_on(&self, disk: &Disk, pick: fn(&Rate) -> f64) -> HashMap<u32, f64> {
         self.ema
             .iter()
             .filter(|((_, d), _)| d == disk)
-            .map(|((p, _), v)| (*p, v.recent))
+            .map(|((p, _), v)| (*p, pick(v)))
             .collect()
     }
 

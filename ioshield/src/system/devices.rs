@@ -211,10 +211,7 @@ fn on_slow_bus(sys: &Path, depth: u32) -> bool {
     let Ok(real) = std::fs::canonicalize(sys) else {
         return false;
     };
-    if real
-        .iter()
-        .any(|c| slow_bus_component(&c.to_string_lossy()))
-    {
+    if passes_slow_bus(&real) {
         return true;
     }
     depth < 4
@@ -222,15 +219,18 @@ fn on_slow_bus(sys: &Path, depth: u32) -> bool {
             .is_ok_and(|entries| entries.flatten().any(|e| on_slow_bus(&e.path(), depth + 1)))
 }
 
-/// A USB bus (`usb1`), or an MMC host (`mmc_host`, `mmc0`) in a device path, e.g.
+/// Whether a device path passes a USB bus (`usb1`) or an MMC host (`mmc_host`, `mmc0`), e.g.
 /// `/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host4/.../block/sdb` or
 /// `/sys/devices/platform/.../mmc_host/mmc0/mmc0:aaaa/block/mmcblk0`.
-fn slow_bus_component(c: &str) -> bool {
-    let numbered = |prefix: &str| {
-        c.strip_prefix(prefix)
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-    };
-    c == "mmc_host" || numbered("usb") || numbered("mmc")
+fn passes_slow_bus(device: &Path) -> bool {
+    device.iter().any(|c| {
+        let c = c.to_string_lossy();
+        let numbered = |prefix: &str| {
+            c.strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        c == "mmc_host" || numbered("usb") || numbered("mmc")
+    })
 }
 
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
@@ -323,11 +323,7 @@ mod tests {
 
     #[test]
     fn usb_and_mmc_controllers_are_told_from_their_path() {
-        let on = |path: &str| {
-            Path::new(path)
-                .iter()
-                .any(|c| slow_bus_component(&c.to_string_lossy()))
-        };
+        let on = |path: &str| passes_slow_bus(Path::new(path));
         assert!(on(
             "/sys/devices/pci0000:00/0000:00:14.0/usb2/2-1/2-1:1.0/host4/target4:0:0/4:0:0:0/block/sdb"
         ));
