@@ -18,10 +18,13 @@
 #   load  (default) `ioshield-load offender`: 1 MiB writes without pause until OFFENDER_STOP
 #         (OFFENDER_RATE=BYTES: at most that many bytes a second, a writer under the disk's speed)
 #   cp    `cp` of a 400 MB file from memory (the initramfs) to the data disk, then `sync`
+#   cpslow  `cp` from a slow source (a network mount, a slow stick): a FIFO that `ioshield-load
+#         offender` fills at OFFENDER_RATE (default 14000000 bytes a second) until OFFENDER_STOP,
+#         copied to the data disk, then `sync`
 #   tar   `tar x` of 8192 files of 32 KiB (256 MiB) from a tarball in memory, then `sync`
 #   tarbig  the same tarball with one file of 200 MB after the small ones (the untar turns
 #         into a copy halfway), then `sync`
-# cp and tar are fixed-size jobs: offender.json records their size and completion time.
+# cp, cpslow and tar are jobs: offender.json records their size and completion time.
 # For experiments and `cargo xtask bench` (all off or empty by default):
 #   BDI              per-BDI dirty knobs of the data disk, e.g. "max_bytes=30000000 strict_limit=1" (below)
 #   IOCOST_MODEL, IOCOST_QOS  iocost on the data disk (below)
@@ -174,6 +177,11 @@ case $OFFENDER in
     cp)
         mkdir -p "$SRC" && head -c 400000000 /dev/zero > "$SRC/big" || exit 2
         JOB_BYTES=400000000
+        ;;
+    cpslow)
+        mkfifo "$SRC-fifo" || exit 2
+        # What the source gave, known once the copy ends.
+        JOB_BYTES=
         ;;
     tar | tarbig)
         # 8192 files of 32 KiB under small/; tarbig adds one of 200 MB after them. Written in
@@ -348,10 +356,17 @@ job() {
     start=$(cut -d' ' -f1 /proc/uptime)
     case $OFFENDER in
         cp) cp "$SRC/big" "$DATA/offender-big" ;;
+        cpslow)
+            ioshield-load offender --file "$SRC-fifo" --rate "${OFFENDER_RATE:-14000000}" \
+                --duration "$((OFFENDER_STOP - OFFENDER_START))s" --out /tmp/offender-source.json \
+                2>> "$RESULTS/loads.log" &
+            cp "$SRC-fifo" "$DATA/offender-big"
+            ;;
         tar | tarbig)
             mkdir -p "$DATA/offender-tree" && tar -xf "$SRC/files.tar" -C "$DATA/offender-tree" ;;
     esac
     status=$?
+    [ "$OFFENDER" = cpslow ] && JOB_BYTES=$(stat -c %s "$DATA/offender-big")
     # When the job itself ended: a copy to a slow disk "done" long before its data is there.
     exited=$(cut -d' ' -f1 /proc/uptime)
     sync

@@ -37,13 +37,15 @@ pub struct BenchArgs {
     /// multi-gen LRU, e.g. `lru_gen = n`), which set up the guest.
     #[arg(long, value_delimiter = ',', default_values_t = SCENARIOS.iter().map(|s| s.to_string()))]
     scenario: Vec<String>,
-    /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file), `tar`
-    /// (`tar x` of 8192 files of 32 KiB) or `tarbig` (the same and then one file of 200 MB:
-    /// an untar that turns into a copy). All but `load` are fixed-size jobs, timed to `sync`.
-    #[arg(long, default_value = "load", value_parser = ["load", "cp", "tar", "tarbig"])]
+    /// What floods the page cache: `load` (the load generator), `cp` (a 400 MB file), `cpslow`
+    /// (`cp` from a source paced at `--offender-rate`, 14 MB/s by default, until the offender's
+    /// stop), `tar` (`tar x` of 8192 files of 32 KiB) or `tarbig` (the same and then one file
+    /// of 200 MB: an untar that turns into a copy). All but `load` are jobs, timed to `sync`.
+    #[arg(long, default_value = "load", value_parser = ["load", "cp", "cpslow", "tar", "tarbig"])]
     offender: String,
-    /// The `load` offender at most this many bytes a second (e.g. 14000000 on the 30 MB/s disk):
-    /// a writer under the disk's speed, whose backlog builds slowly.
+    /// The `load` offender, or `cpslow`'s source, at most this many bytes a second (e.g.
+    /// 14000000 on the 30 MB/s disk): a writer under the disk's speed, whose backlog builds
+    /// slowly.
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     offender_rate: Option<u64>,
     /// The data disk's write speed in MB/s (qemu's throttle; default: the bed's 30). The oracle's
