@@ -21,10 +21,10 @@ pub struct Plan {
     /// Seconds the loads go on after the `load` offender stops (`None`: as long as it waited
     /// to start), to see what its release and its backlog do.
     pub after: Option<u64>,
-    /// `load`, `cp` or `tar` (stall.sh's OFFENDER).
+    /// `load`, `cp`, `cpslow`, `tar` or `tarbig` (stall.sh's OFFENDER).
     pub offender: String,
-    /// The `load` offender's pace, bytes per second (stall.sh's OFFENDER_RATE; `None`: as fast
-    /// as it can).
+    /// The `load` offender's pace, or `cpslow`'s source's, bytes per second (stall.sh's
+    /// OFFENDER_RATE; `None`: as fast as it can). Read through [`Plan::pace`].
     pub offender_rate: Option<u64>,
     pub out: PathBuf,
     /// The data disk's write speed, bytes per second.
@@ -83,6 +83,14 @@ impl Plan {
             .join(format!("r{repeat}"))
     }
 
+    /// The offender's pace, bytes per second: what was asked, or for `cpslow`, whose source
+    /// must have one, 14 MB/s (a writer under the 30 MB/s disk's speed).
+    pub fn pace(&self) -> Option<u64> {
+        const CPSLOW_SOURCE: u64 = 14_000_000;
+        self.offender_rate
+            .or((self.offender == "cpslow").then_some(CPSLOW_SOURCE))
+    }
+
     /// The offender's window inside the loads' run: 5 s..45 s of 50 s, and for
     /// short runs (as `vm ci`) 3 s..duration-3 s so it still stops before the loads do; with
     /// `after`, it stops that long before they do.
@@ -105,7 +113,7 @@ impl Plan {
         ];
         env.push(format!("ORACLE_WBPS={}", self.disk_bps * 2 / 3));
         env.push(format!("INNOCENTS_ON={}", self.innocents_on));
-        if let Some(rate) = self.offender_rate {
+        if let Some(rate) = self.pace() {
             env.push(format!("OFFENDER_RATE={rate}"));
         }
         if scenario.starts_with("ioshield") {
@@ -281,6 +289,38 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(a, super::slug(&preset(100)));
         assert!(format!("timeline-{a}-6.12.png").len() < 255);
+    }
+
+    /// `cpslow`'s source is paced even when no rate is asked (stall.sh would do the same, but
+    /// the bench's table says the pace it ran at); `load` runs as fast as it can unless asked.
+    #[test]
+    fn a_slow_copy_always_gets_its_source_s_pace() {
+        let plan = |offender: &str, offender_rate| super::Plan {
+            kernels: vec!["6.12".into()],
+            scenarios: vec!["ioshield".into()],
+            repeat: 1,
+            duration: 50,
+            after: None,
+            offender: offender.into(),
+            offender_rate,
+            out: "target/x".into(),
+            disk_bps: 30_000_000,
+            innocents_on: "data".into(),
+        };
+        let rate = |p: &super::Plan| {
+            p.env("ioshield")
+                .into_iter()
+                .find(|e| e.starts_with("OFFENDER_RATE="))
+        };
+        assert_eq!(
+            rate(&plan("cpslow", None)).as_deref(),
+            Some("OFFENDER_RATE=14000000")
+        );
+        assert_eq!(
+            rate(&plan("cpslow", Some(9_000_000))).as_deref(),
+            Some("OFFENDER_RATE=9000000")
+        );
+        assert_eq!(rate(&plan("load", None)), None);
     }
 
     #[test]

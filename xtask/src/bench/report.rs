@@ -27,12 +27,11 @@ pub fn markdown(plan: &Plan, runs: &[Run]) -> String {
         plan.offender,
         if plan.offender == "load" {
             let pace = plan
-                .offender_rate
+                .pace()
                 .map(|r| format!(" at most {:.1} MB/s", r as f64 / 1e6))
                 .unwrap_or_default();
             format!(" to {stop} s{pace}")
-        } else if plan.offender == "cpslow" {
-            let rate = plan.offender_rate.unwrap_or(14_000_000);
+        } else if let Some(rate) = plan.pace().filter(|_| plan.offender == "cpslow") {
             format!(
                 " (`cp` from a source paced at {:.1} MB/s to {stop} s, timed to `sync`)",
                 rate as f64 / 1e6
