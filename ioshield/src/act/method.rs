@@ -54,6 +54,21 @@ pub const OFFENDER_WEIGHT: u16 = 1;
 /// longer: it never gets here, since it uses its rate.
 pub const LIGHT_WRITER_WEIGHT: u16 = 10;
 
+/// The weight of a restricted offender's cgroup for its first [`ONSET`] where iocost ioshield
+/// turned on through cgroupfs holds it. Its pages dirtied before go on being written through
+/// the cgroup they were dirtied in, the innocents' one, for a while after the move, and at
+/// weight 1 the flusher waited in iocost for the offender's writes while it held ext4's journal
+/// handle for them (`ioc_rqos_throttle` under `ext4_do_writepages`): every `fsync` beside it
+/// waited for the journal commit behind that handle. A writer of 14 MB/s on the bed's 30 MB/s
+/// disk, restricted by its backlog 2.6 s in, paused the committing load 0.25-0.35 s in the
+/// restriction's first second in 6 of 6 runs at weight 1 on 6.12, at most 0.20 s in 3 of 3
+/// with this onset (docs/bench/unwritten-backlog.md, stop 64). Its `memory.high` holds the
+/// writer meanwhile, as it does at weight 1.
+pub const ONSET_WEIGHT: u16 = LIGHT_WRITER_WEIGHT;
+
+/// How long a restriction holds at [`ONSET_WEIGHT`] before the offender's weight.
+pub const ONSET: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The `memory.high` of a lightened offender (where its policy sets one). Lifted altogether an
 /// untar dirtied its whole job in seconds and left its time to `sync` to the backlog (0.88x of
 /// its unmitigated speed on 6.1 with the disk's speed known, against 1.32x at 8 MiB); at 32 MiB
@@ -294,6 +309,30 @@ impl Method {
                 WriteControl::Weight { .. } => None,
             },
             Method::Ioprio | Method::DryRun => None,
+        }
+    }
+
+    /// The restriction for its first [`ONSET`]: at [`ONSET_WEIGHT`] where the weight of iocost
+    /// ioshield turned on through cgroupfs holds it lower; `None` otherwise (a write limit,
+    /// a systemd unit's `IOWeight=`, whose onset was not measured, or a lightened writer).
+    pub fn at_onset(&self) -> Option<Method> {
+        let Method::Cgroup(l) = self else {
+            return None;
+        };
+        match l.write {
+            WriteControl::Weight {
+                weight,
+                model: Some(model),
+                fallback,
+            } if weight < ONSET_WEIGHT => Some(Method::Cgroup(CgroupLimits {
+                write: WriteControl::Weight {
+                    weight: ONSET_WEIGHT,
+                    model: Some(model),
+                    fallback,
+                },
+                ..l.clone()
+            })),
+            _ => None,
         }
     }
 
@@ -638,6 +677,49 @@ mod tests {
         let pinned = held.with_model(|_| iocost::Model::pinned(30_000_000));
         assert_eq!(pinned.allowed_rate(), None);
         assert_eq!(Method::Ioprio.allowed_rate(), None);
+    }
+
+    /// A restriction's onset is at weight 10 only where our iocost holds it lower through
+    /// cgroupfs: a lightened writer, a write limit, a systemd unit and someone else's iocost
+    /// keep theirs.
+    #[test]
+    fn the_onset_is_at_weight_10_under_our_iocost_only() {
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        let held = held_at(dev, OFFENDER_WEIGHT).with_memory_high_at_least(8 << 20);
+        let onset = held.at_onset().unwrap();
+        assert_eq!(onset.weight(), Some(ONSET_WEIGHT));
+        assert_eq!(onset.memory_high(), held.memory_high());
+        assert_eq!(onset.rate_range(), held.rate_range());
+        assert_eq!(held_at(dev, LIGHT_WRITER_WEIGHT).at_onset(), None);
+        let theirs = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: None,
+                fallback: 12_500_000,
+            },
+            memory_high: None,
+        });
+        assert_eq!(theirs.at_onset(), None);
+        let limit = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Limit(12_500_000),
+            memory_high: None,
+        });
+        assert_eq!(limit.at_onset(), None);
+        let unit = scope(
+            WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            8 << 20,
+        );
+        assert_eq!(unit.at_onset(), None);
+        assert_eq!(Method::Ioprio.at_onset(), None);
     }
 
     /// A weight under iocost ioshield turned on (cgroupfs) is lightened to 10; a write limit,

@@ -101,6 +101,9 @@ pub struct Plan<'a> {
     pub policy: &'a DevicePolicy,
     pub bandwidth: f64,
     pub trigger: Trigger,
+    /// The offender's weight after the restriction's onset, when `method` is the onset's
+    /// ([`crate::act::Method::at_onset`]).
+    pub after_onset: Option<u16>,
 }
 
 impl DiskRuntime {
@@ -130,6 +133,7 @@ impl DiskRuntime {
             policy,
             bandwidth: bw,
             trigger,
+            after_onset,
         } = plan;
         let comm = tree
             .get(offender.pid)
@@ -177,8 +181,14 @@ impl DiskRuntime {
                 took,
             }) => {
                 fx.metrics.restricted(method.label(), took.total());
+                let onset = after_onset.map_or(String::new(), |w| {
+                    format!(
+                        " for its first {}s, then io.weight={w}",
+                        crate::act::method::ONSET.as_secs()
+                    )
+                });
                 let message = format!(
-                    "{verb} pid {} ({comm}) {why}: {how} ({} processes, in {took})",
+                    "{verb} pid {} ({comm}) {why}: {how}{onset} ({} processes, in {took})",
                     offender.pid,
                     members.len()
                 );

@@ -18,7 +18,10 @@ use super::{
     user_links::UserLinks,
 };
 use crate::{
-    act::{Actuator, CgroupAction, Method, iocost, method::method_for},
+    act::{
+        Actuator, CgroupAction, Method, iocost,
+        method::{ONSET, method_for},
+    },
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
         backlog::{Backlogs, DiskBacklog},
@@ -678,6 +681,8 @@ impl Engine {
         match decision {
             Some(Decision::Restrict { offender, trigger }) => {
                 let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
+                let after_onset = method.at_onset().and_then(|_| method.weight());
+                let method = at_onset(method, Duration::ZERO);
                 let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
                 if members.first() != Some(&offender.pid) {
                     rt.use_method(disk, &method, note);
@@ -701,6 +706,7 @@ impl Engine {
                     policy: &policy,
                     bandwidth: bw,
                     trigger,
+                    after_onset,
                 };
                 rt.restrict(disk, plan, tree, &mut fx).await;
             }
@@ -775,6 +781,10 @@ impl Engine {
                     // enough to be measured: after a while, let the writer show the disk's
                     // speed, a step at a time, held by memory.high throughout.
                     let held = rt.offender.as_ref().map(|o| o.since.elapsed());
+                    let method = match held {
+                        Some(held) => at_onset(method, held),
+                        None => method,
+                    };
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
                         hear_others(disk, rt, fx.actuator);
                         let probed = rt.speed_probe.step(method.clone(), estimate, &policy, held);
@@ -1273,6 +1283,15 @@ fn lighten(
     (light, why)
 }
 
+/// `method` for a restriction held for `held`: at the onset's weight for its first
+/// [`ONSET`] where it has one ([`Method::at_onset`]).
+fn at_onset(method: Method, held: Duration) -> Method {
+    if held >= ONSET {
+        return method;
+    }
+    method.at_onset().unwrap_or(method)
+}
+
 /// The disk's speed as far as a restriction by `method` goes: a disk not measured whose rate
 /// iocost holds at the judged speed, or lets the kernel's latency control set up to it (a speed
 /// probe's window), is written at most at that speed, as if it were the disk's. There the
@@ -1427,6 +1446,34 @@ mod tests {
             ..assumed
         };
         assert!(held_speed(known, &forced).capacity);
+    }
+
+    /// A restriction under our iocost holds at the onset's weight for its first 2 s, then at
+    /// the offender's weight.
+    #[test]
+    fn a_restriction_starts_at_the_onset_weight_for_2_s() {
+        use crate::act::{
+            CgroupLimits, WriteControl,
+            method::{OFFENDER_WEIGHT, ONSET_WEIGHT},
+        };
+        let held = Method::Cgroup(CgroupLimits {
+            dev: DevId {
+                major: 254,
+                minor: 16,
+            },
+            write: WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 18_750_000,
+            },
+            memory_high: Some(8 << 20),
+        });
+        let weight = |s: f64| at_onset(held.clone(), Duration::from_secs_f64(s)).weight();
+        assert_eq!(weight(0.0), Some(ONSET_WEIGHT));
+        assert_eq!(weight(1.9), Some(ONSET_WEIGHT));
+        assert_eq!(weight(2.0), Some(OFFENDER_WEIGHT));
+        assert_eq!(weight(30.0), Some(OFFENDER_WEIGHT));
+        assert_eq!(at_onset(Method::Ioprio, Duration::ZERO), Method::Ioprio);
     }
 
     /// A writer seen light is lightened once it dirties under half the rate, stays so under

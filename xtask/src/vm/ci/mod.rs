@@ -866,18 +866,42 @@ fn min_held_beside_others_mb_s(series: &str) -> f64 {
     }
 }
 
-/// The daemon's first restriction in a stall run held the offender by iocost weight.
+/// The daemon's first restriction in a stall run held the offender by iocost weight: 1, or 10
+/// for the restriction's first 2 s and 1 at the next change of its weight.
 fn held_by_iocost(run: &Path, model: &str) -> Result<String> {
     let text = daemon_log(run)?;
-    let restrict = text
-        .lines()
-        .find(|l| l.contains("restrict pid"))
-        .context("the daemon restricted nothing")?;
-    if !restrict.contains(&format!("io.weight=1 (iocost on, {model}")) {
+    held_by_iocost_in(&text, model)
+}
+
+fn held_by_iocost_in(text: &str, model: &str) -> Result<String> {
+    let mut lines = text.lines().skip_while(|l| !l.contains("restrict pid"));
+    let restrict = lines.next().context("the daemon restricted nothing")?;
+    let at = restrict.find("io.weight").unwrap_or(0);
+    let said = restrict[at..].to_string();
+    if restrict.contains(&format!("io.weight=1 (iocost on, {model}")) {
+        return Ok(said);
+    }
+    if !restrict.contains(&format!("io.weight=10 (iocost on, {model}"))
+        || !restrict.contains("for its first 2s, then io.weight=1 ")
+    {
         bail!("not held by iocost weight ({model}): {restrict}");
     }
-    let at = restrict.find("io.weight").unwrap_or(0);
-    Ok(restrict[at..].to_string())
+    let pid = restrict
+        .split("restrict pid ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .unwrap_or("?");
+    // A retune within the onset (memory.high as others start writing) keeps its weight.
+    let after = lines
+        .find(|l| l.contains(&format!("retune pid {pid} on ")) && !l.contains("io.weight=10 "))
+        .with_context(|| format!("no retune of pid {pid} after the onset: {restrict}"))?;
+    if !after.contains("io.weight=1 ") {
+        bail!("not at io.weight 1 after the onset: {after}");
+    }
+    Ok(format!(
+        "{said}; then {}",
+        &after[after.find("io.weight").unwrap_or(0)..]
+    ))
 }
 
 /// Before any writer, ioshield's parent cgroup existed with `io` and `memory` enabled down to
@@ -1031,6 +1055,38 @@ mod tests {
     /// The one-window check fails on a window after a "no room" answer and on a release too
     /// soon to tell, and passes a run whose disk showed room, or whose windows the writer used
     /// too little of, as not applicable.
+    /// The first restriction is held by weight 1, or by 10 for its onset and then by 1.
+    #[test]
+    fn held_by_iocost_reads_the_onset_and_the_weight_after_it() {
+        use super::held_by_iocost_in;
+        let model = "disk not measured";
+        let restrict = |w: u16, onset: &str| {
+            format!(
+                "2026-12-05T00:00:01Z  INFO restrict pid 217 (ioshield-load) tree 12.6 MB/s on \
+                 /dev/vda, whose dirty backlog would take 1.4s to flush > 1s: io.weight={w} \
+                 (iocost on, disk not measured: modelled at 25.0MB/s, the rate held at \
+                 25.0MB/s) memory.high=8M{onset} (1 processes, in 79 ms)\n"
+            )
+        };
+        let retune = |w: u16| {
+            format!(
+                "2026-12-05T00:00:03Z  INFO retune pid 217 on /dev/vda: io.weight={w} (iocost \
+                 on, disk not measured: modelled at 25.0MB/s) memory.high=8M (held)\n"
+            )
+        };
+        let onset = " for its first 2s, then io.weight=1";
+        assert!(held_by_iocost_in(&restrict(1, ""), model).is_ok());
+        let ok = restrict(10, onset) + &retune(10) + &retune(1);
+        let said = held_by_iocost_in(&ok, model).unwrap();
+        assert!(said.ends_with("then io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s) memory.high=8M (held)"), "{said}");
+        // Never back to 1, or at 10 without the onset's words: not held as it should be.
+        assert!(held_by_iocost_in(&(restrict(10, onset) + &retune(10)), model).is_err());
+        assert!(held_by_iocost_in(&(restrict(10, onset) + &retune(2)), model).is_err());
+        assert!(held_by_iocost_in(&(restrict(10, "") + &retune(1)), model).is_err());
+        assert!(held_by_iocost_in(&restrict(1, ""), "disk modelled at 30.0MB/s").is_err());
+        assert!(held_by_iocost_in("", model).is_err());
+    }
+
     #[test]
     fn the_one_window_check_wants_no_window_after_no_room() {
         let dir = run_dir("onewin");
