@@ -20,7 +20,7 @@ use super::{
 use crate::{
     act::{
         Actuator, CgroupAction, Method, iocost,
-        method::{ONSET, method_for},
+        method::{ONSET, ONSET_FROM, method_for},
     },
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
@@ -681,8 +681,9 @@ impl Engine {
         match decision {
             Some(Decision::Restrict { offender, trigger }) => {
                 let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
-                let after_onset = method.at_onset().and_then(|_| method.weight());
-                let method = at_onset(method, Duration::ZERO);
+                let onset = at_onset(method.clone(), Duration::ZERO, self.kernel);
+                let after_onset = (onset != method).then(|| method.weight()).flatten();
+                let method = onset;
                 let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
                 if members.first() != Some(&offender.pid) {
                     rt.use_method(disk, &method, note);
@@ -782,7 +783,7 @@ impl Engine {
                     // speed, a step at a time, held by memory.high throughout.
                     let held = rt.offender.as_ref().map(|o| o.since.elapsed());
                     let method = match held {
-                        Some(held) => at_onset(method, held),
+                        Some(held) => at_onset(method, held, self.kernel),
                         None => method,
                     };
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
@@ -1283,10 +1284,11 @@ fn lighten(
     (light, why)
 }
 
-/// `method` for a restriction held for `held`: at the onset's weight for its first
-/// [`ONSET`] where it has one ([`Method::at_onset`]).
-fn at_onset(method: Method, held: Duration) -> Method {
-    if held >= ONSET {
+/// `method` for a restriction held for `held` on kernel `kernel` (`None`: unknown, taken as
+/// new): at the onset's weight for its first [`ONSET`] where it has one
+/// ([`Method::at_onset`]), on the kernels it is for ([`ONSET_FROM`]).
+fn at_onset(method: Method, held: Duration, kernel: Option<(u32, u32)>) -> Method {
+    if held >= ONSET || kernel.is_some_and(|v| v < ONSET_FROM) {
         return method;
     }
     method.at_onset().unwrap_or(method)
@@ -1449,7 +1451,7 @@ mod tests {
     }
 
     /// A restriction under our iocost holds at the onset's weight for its first 2 s, then at
-    /// the offender's weight.
+    /// the offender's weight, on kernels from 6.12.
     #[test]
     fn a_restriction_starts_at_the_onset_weight_for_2_s() {
         use crate::act::{
@@ -1468,12 +1470,20 @@ mod tests {
             },
             memory_high: Some(8 << 20),
         });
-        let weight = |s: f64| at_onset(held.clone(), Duration::from_secs_f64(s)).weight();
+        let on = |kernel, s: f64| at_onset(held.clone(), Duration::from_secs_f64(s), kernel);
+        let weight = |s: f64| on(Some((6, 12)), s).weight();
         assert_eq!(weight(0.0), Some(ONSET_WEIGHT));
         assert_eq!(weight(1.9), Some(ONSET_WEIGHT));
         assert_eq!(weight(2.0), Some(OFFENDER_WEIGHT));
         assert_eq!(weight(30.0), Some(OFFENDER_WEIGHT));
-        assert_eq!(at_onset(Method::Ioprio, Duration::ZERO), Method::Ioprio);
+        // Not on the older kernels, where it was measured to pause the innocents longer; an
+        // unknown kernel is taken as new.
+        assert_eq!(on(Some((6, 1)), 0.0), held);
+        assert_eq!(on(Some((6, 11)), 0.0).weight(), Some(OFFENDER_WEIGHT));
+        assert_eq!(on(Some((6, 16)), 0.0).weight(), Some(ONSET_WEIGHT));
+        assert_eq!(on(None, 0.0).weight(), Some(ONSET_WEIGHT));
+        let ioprio = at_onset(Method::Ioprio, Duration::ZERO, None);
+        assert_eq!(ioprio, Method::Ioprio);
     }
 
     /// A writer seen light is lightened once it dirties under half the rate, stays so under
