@@ -59,12 +59,12 @@ pub const LIGHT_WRITER_WEIGHT: u16 = 10;
 /// the cgroup they were dirtied in, the innocents' one, for a while after the move, and at
 /// weight 1 the flusher waited in iocost for the offender's writes while it held ext4's journal
 /// handle for them (`ioc_rqos_throttle` under `ext4_do_writepages`): every `fsync` beside it
-/// waited for the journal commit behind that handle. A writer of 14 MB/s on the bed's 30 MB/s
-/// disk, restricted by its backlog 2.6 s in, paused the committing load 0.25-0.35 s in the
-/// restriction's first second at weight 1 on 6.12 (0.21-0.35 s, median 0.26, 11 runs), with
-/// this onset 0.06-0.29 s (median 0.12, 8 runs), and the commit load's p99 fell from 230-245
-/// to 112-145 ms (docs/bench/unwritten-backlog.md, stop 64). Its `memory.high` holds the
-/// writer meanwhile, as it does at weight 1. Not on older kernels ([`ONSET_FROM`]).
+/// waited for the journal commit behind that handle. Behind a writer of 14 MB/s on the bed's
+/// 30 MB/s disk, restricted by its backlog 2.6 s in, the restriction's first second paused the
+/// committing load 0.21-0.35 s (median 0.26, 11 runs) at weight 1 on 6.12 and 0.06-0.29 s
+/// (median 0.12, 8 runs) with this onset, and the load's p99 fell from 230-245 to 112-145 ms
+/// (docs/bench/unwritten-backlog.md, stop 64). Its `memory.high` holds the writer meanwhile,
+/// as it does at weight 1. Not on older kernels ([`ONSET_FROM`]).
 pub const ONSET_WEIGHT: u16 = LIGHT_WRITER_WEIGHT;
 
 /// How long a restriction holds at [`ONSET_WEIGHT`] before the offender's weight.
