@@ -324,24 +324,20 @@ impl Method {
     /// ioshield turned on through cgroupfs holds it lower; `None` otherwise (a write limit,
     /// a systemd unit's `IOWeight=`, whose onset was not measured, or a lightened writer).
     pub fn at_onset(&self) -> Option<Method> {
-        let Method::Cgroup(l) = self else {
-            return None;
+        let ours = match self {
+            Method::Cgroup(CgroupLimits {
+                write:
+                    WriteControl::Weight {
+                        weight,
+                        model: Some(_),
+                        ..
+                    },
+                ..
+            }) => *weight < ONSET_WEIGHT,
+            _ => false,
         };
-        match l.write {
-            WriteControl::Weight {
-                weight,
-                model: Some(model),
-                fallback,
-            } if weight < ONSET_WEIGHT => Some(Method::Cgroup(CgroupLimits {
-                write: WriteControl::Weight {
-                    weight: ONSET_WEIGHT,
-                    model: Some(model),
-                    fallback,
-                },
-                ..l.clone()
-            })),
-            _ => None,
-        }
+        // The light writer's weight, without its memory.high: `lightened` sets only the weight.
+        ours.then(|| self.lightened()).flatten()
     }
 
     /// The iocost weight the offender's cgroup is given, where a weight holds it.
