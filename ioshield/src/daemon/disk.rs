@@ -58,8 +58,9 @@ pub struct DiskRuntime {
     /// is written, apart from the one held restriction: the disk's next writer is judged and
     /// held meanwhile.
     pub draining: Vec<Draining>,
-    /// The disk's speed when iocost's model set up ahead was last matched to it, and when.
-    pub model_matched: Option<(f64, Instant)>,
+    /// When iocost's model set up ahead was last matched to the disk's speed; `None` where
+    /// none was set up.
+    pub model_looked_at: Option<Instant>,
     /// How long the cgroups beside the restriction waited on I/O, heard while its speed probe
     /// asks ([`SpeedProbe::hears_others`]).
     pub others: OthersStall,
