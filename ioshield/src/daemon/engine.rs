@@ -488,11 +488,11 @@ impl Engine {
     }
 
     /// Moves iocost's model set up ahead on each quiet disk no restriction holds to the disk's
-    /// speed when that has moved more than [`crate::act::iocost::KEPT_MODEL_SLACK`], at most once every
-    /// [`MODEL_MATCH_EVERY`]: the next restriction there then only turns iocost on. The model
-    /// in place is read each time, not remembered: a restriction's retune leaves it up to 20%
-    /// away (e2e: 28.4 MB/s left while the disk was judged at 27.0, and the user unit's
-    /// restriction wrote a model).
+    /// speed when the two differ by more than [`crate::act::iocost::KEPT_MODEL_SLACK`], at most
+    /// once every [`MODEL_MATCH_EVERY`]: the next restriction there then only turns iocost on.
+    /// The model in place is read each time, not remembered: a restriction's retune leaves it
+    /// up to 20% away (e2e: 28.4 MB/s left while the disk was judged at 27.0, and the user
+    /// unit's restriction wrote a model).
     fn match_iocost_models(&mut self, actuator: &mut Actuator, quiet: impl Fn(DevId) -> bool) {
         let due: Vec<Disk> = self
             .disks
