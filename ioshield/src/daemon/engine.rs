@@ -1448,7 +1448,7 @@ mod tests {
     #[test]
     fn a_restriction_starts_at_the_onset_weight_for_2_s() {
         use crate::act::{
-            CgroupLimits, WriteControl,
+            CgroupLimits, WriteControl, iocost,
             method::{OFFENDER_WEIGHT, ONSET_WEIGHT},
         };
         let held = Method::Cgroup(CgroupLimits {
@@ -1458,7 +1458,7 @@ mod tests {
             },
             write: WriteControl::Weight {
                 weight: OFFENDER_WEIGHT,
-                model: Some(crate::act::iocost::Model::held(25_000_000)),
+                model: Some(iocost::Model::held(25_000_000)),
                 fallback: 18_750_000,
             },
             memory_high: Some(8 << 20),
@@ -1484,7 +1484,7 @@ mod tests {
     #[test]
     fn a_light_writer_is_lightened_then_held_at_weight_1_once_heavy() {
         use crate::{
-            act::{CgroupLimits, WriteControl, method::LIGHT_WRITER_MEMORY_HIGH},
+            act::{CgroupLimits, WriteControl, iocost, method::LIGHT_WRITER_MEMORY_HIGH},
             daemon::speed_probe::SpeedProbe,
         };
         let held = Method::Cgroup(CgroupLimits {
@@ -1494,7 +1494,7 @@ mod tests {
             },
             write: WriteControl::Weight {
                 weight: 1,
-                model: Some(crate::act::iocost::Model::held(25_000_000)),
+                model: Some(iocost::Model::held(25_000_000)),
                 fallback: 18_750_000,
             },
             memory_high: Some(32 << 20),
