@@ -283,13 +283,21 @@ fi
 # DISK_TRACE=1: every 0.25 s, the data disk's diskstats write counters into disk.txt:
 # `uptime_s sectors_written write_ms`, write_ms being the time its writes spent in flight, summed
 # (an independent reading of how fast the disk completed what it was given, for `xtask vm ci`).
+# With INNOCENTS_ON=fast, the fast disk's two follow on each line.
 # Shell builtins only: a fork per sample would take the guest's CPU from the loads.
 if [ "${DISK_TRACE:-0}" = 1 ]; then
+    fast_name=${FAST_DEV#/dev/}
+    [ "$LOADS_DIR" = "$DATA" ] && fast_name=
     (
         while :; do
             read -r up _ < /proc/uptime
             read -r _ _ _ _ _ _ sectors ms _ < "/sys/block/$DEV_NAME/stat"
-            echo "$up $sectors $ms"
+            if [ -n "$fast_name" ]; then
+                read -r _ _ _ _ _ _ fsectors fms _ < "/sys/block/$fast_name/stat"
+                echo "$up $sectors $ms $fsectors $fms"
+            else
+                echo "$up $sectors $ms"
+            fi
             sleep 0.25
         done
     ) > "$RESULTS/disk.txt" &

@@ -30,7 +30,7 @@ use crate::{
         drain::{self, Verdict},
         eligibility::Eligibility,
         file_sizes, offender,
-        policy::{BurstReport, Candidate, Decision, Inputs},
+        policy::{BurstReport, Candidate, Decision, Inputs, Trigger},
         rates::Rates,
     },
     display::{show_bytes, show_rate},
@@ -416,7 +416,8 @@ impl Engine {
                 sample.disks.get(&disk.id),
                 sample.disks_elapsed.as_secs_f64(),
             )
-            .unwritten_counts(may_be_slow);
+            .unwritten_counts(may_be_slow)
+            .behind_before(self.backlogs.was_behind(disk.id));
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();
@@ -693,6 +694,9 @@ impl Engine {
                     tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
                 }
                 rt.use_method(disk, &method, note);
+                if matches!(trigger, Trigger::FlushTime { .. }) {
+                    tracing::info!("{}: {}", disk.label(), backlog.describe());
+                }
                 let plan = Plan {
                     offender,
                     members: &members,

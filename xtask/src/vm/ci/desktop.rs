@@ -6,7 +6,10 @@
 //! on 6.12 (docs/bench/stick.md). The system disk says it is solid-state (the guest's init.sh
 //! marks the fast disk so, as NVMe and SATA SSDs are): there a backlog the disk has not begun to
 //! write does not count against the assumed speed, while on the stick (rotational, as virtio
-//! disks say) it does from the start (stop 62).
+//! disks say) it does from the start (stop 62). A flush of the download's pages that keeps the
+//! fast disk busy for one sample, writing under the assumed speed as the emulated disk now and
+//! then does, is not a backlog either: it counts from the second busy sample in a row (stop 66,
+//! docs/bench/stick.md).
 use std::{fs, path::Path};
 
 use anyhow::{Context as _, Result, bail};
