@@ -1105,9 +1105,15 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
 
 /// Hears how long the cgroups beside the restrictions waited on I/O while the disk's speed
 /// probe asks ([`SpeedProbe::hears_others`]), and has it take back the step that forced the
-/// rate up for room when they waited too long: the window's room was not the disk's.
+/// rate up for room when they waited too long, or when the disk queued without using the room
+/// ([`SpeedProbe::disk_queued`]): the window's room was not the disk's.
 fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
     if !rt.speed_probe.hears_others() {
+        rt.others.reset();
+        return;
+    }
+    if let Some(why) = rt.speed_probe.disk_queued() {
+        took_back(disk, rt, &why);
         rt.others.reset();
         return;
     }
@@ -1133,15 +1139,20 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
         stall.share * 100.0
     );
     if let Some(why) = rt.speed_probe.others_stalled(stall.share) {
-        rt.take_backs += 1;
-        let answered = matches!(rt.speed_probe.room_shown(), Some(Room::TakenBackAt(_)));
-        let kept = if answered && rt.take_backs < TAKE_BACKS_KEPT {
-            "; the first take-back on this disk: its answer holds for this restriction only"
-        } else {
-            ""
-        };
-        tracing::info!("{}: {why} ({most} waited most){kept}", disk.label());
+        took_back(disk, rt, &format!("{why} ({most} waited most)"));
     }
+}
+
+/// Counts and logs a take-back of the speed probe's step for room.
+fn took_back(disk: &Disk, rt: &mut DiskRuntime, why: &str) {
+    rt.take_backs += 1;
+    let answered = matches!(rt.speed_probe.room_shown(), Some(Room::TakenBackAt(_)));
+    let kept = if answered && rt.take_backs < TAKE_BACKS_KEPT {
+        "; the first take-back on this disk: its answer holds for this restriction only"
+    } else {
+        ""
+    };
+    tracing::info!("{}: {why}{kept}", disk.label());
 }
 
 /// Gives the estimator the lower bound a restriction's speed probe proved
