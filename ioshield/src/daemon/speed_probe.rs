@@ -112,12 +112,12 @@ pub const OTHERS_HURT: f64 = 0.15;
 /// bed's 30 MB/s disk with a debug log before this rule (stops 52-66) 1.8-5.0 s after the step,
 /// once the committing load had paused (0.50 s on 6.1 in stop 65's status bench); the tenth
 /// held its false rate until it was kept as the disk's lower bound. In the first second after
-/// the step those disks had 0.17-0.96 writes in flight (0.5 or more in 7 of 17 false rooms,
+/// the step those disks had 0.17-0.96 writes in flight (0.5 or more in 8 of 18 false rooms,
 /// 0.45-0.49 in 3 more; stops 65-66), against 0.13-0.34 in the held seconds before. Under the
 /// rates forced for the 150 MB/s disk's room, in the 5 s after each of 8 room steps (stop 66
 /// benches and `vm ci`, both kernels), it kept 0.09-0.36 whenever it completed less than the
 /// step's least, and up to 0.42 at 32 MB/s, just over it: 0.4 would risk taking back a room the
-/// disk has (and `vm ci`'s probe check fails then). At 0.5 the rule took back 7 false rooms
+/// disk has (and `vm ci`'s probe check fails then). At 0.5 the rule took back 8 false rooms
 /// 0.8-4.0 s after their steps (stop 66, docs/bench/speed-probe.md).
 const ROOM_QUEUED: f64 = 0.5;
 
