@@ -13,7 +13,10 @@
 use std::time::{Duration, SystemTime};
 
 use crate::{
-    act::Method, config::DevicePolicy, detect::bandwidth::Estimate, display::show_rate,
+    act::Method,
+    config::DevicePolicy,
+    detect::{bandwidth::Estimate, pressure},
+    display::show_rate,
     model::sample::DiskDelta,
 };
 
@@ -309,7 +312,11 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// A sample since such a step in which the disk queued without using the room: what it
+    /// What the disk did since such a step, or since its last span judged: judged once it
+    /// spans [`pressure::MIN_SPAN`], as the others' wait is, so that the short sample of a step
+    /// another disk's burst report brought on is not judged alone.
+    under_room: Window,
+    /// A span since such a step over which the disk queued without using the room: what it
     /// completed (bytes per second) and its writes in flight ([`ROOM_QUEUED`]).
     queued_under_room: Option<(f64, f64)>,
 }
@@ -455,6 +462,7 @@ impl SpeedProbe {
     /// Takes back the step that forced the rate up for room, for what was `seen` under it.
     fn take_back(&mut self, seen: &str) -> Option<String> {
         let before = self.before_room.take()?;
+        self.under_room = Window::default();
         self.queued_under_room = None;
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
@@ -542,12 +550,20 @@ impl SpeedProbe {
         self.window.bytes += delta.written;
         self.window.writing += delta.writing();
         self.window.seconds += seconds;
-        if let Some(before) = self.before_room
-            && seconds > 0.0
-        {
-            let (rate, queue) = (delta.written as f64 / seconds, delta.writing() / seconds);
-            if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
-                self.queued_under_room = Some((rate, queue));
+        if let Some(before) = self.before_room {
+            let span = &mut self.under_room;
+            span.bytes += delta.written;
+            span.writing += delta.writing();
+            span.seconds += seconds;
+            if span.seconds >= pressure::MIN_SPAN.as_secs_f64() {
+                let span = std::mem::take(span);
+                let (rate, queue) = (
+                    span.bytes as f64 / span.seconds,
+                    span.writing / span.seconds,
+                );
+                if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
+                    self.queued_under_room = Some((rate, queue));
+                }
             }
         }
     }
@@ -675,6 +691,7 @@ impl SpeedProbe {
             self.bound_room_at(forced as f64);
         }
         self.before_room = None;
+        self.under_room = Window::default();
         self.queued_under_room = None;
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
@@ -1304,6 +1321,26 @@ mod tests {
         let (forced, _) = m.rate_range().unwrap();
         assert!((40_000_000..50_000_000).contains(&forced), "{forced}");
         assert_eq!(p.disk_queued(), None, "nothing seen under it yet");
+        // A short sample (a step another disk's burst report brought on) is not judged alone:
+        // 50 ms with 2 writes in flight, then the rest of the tick with a short queue.
+        p.observe(
+            &DiskDelta {
+                written: MB,
+                write_ms: 100,
+                in_flight: 2,
+            },
+            0.05,
+        );
+        assert_eq!(p.disk_queued(), None);
+        p.observe(
+            &DiskDelta {
+                written: 24 * MB,
+                write_ms: 190,
+                in_flight: 0,
+            },
+            0.95,
+        );
+        assert_eq!(p.disk_queued(), None, "0.29 in flight over the second");
         // The 150 MB/s disk under its forced rate: a short queue, or more than the step's least.
         run(&mut p, 1, 27, 0.25);
         run(&mut p, 1, 21, 0.36);
