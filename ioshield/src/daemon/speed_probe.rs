@@ -246,6 +246,13 @@ struct Window {
 }
 
 impl Window {
+    /// Adds what the disk did over a sample of `seconds`.
+    fn add(&mut self, delta: &DiskDelta, seconds: f64) {
+        self.bytes += delta.written;
+        self.writing += delta.writing();
+        self.seconds += seconds;
+    }
+
     /// The rate the disk showed room for, if it completed at least `busy_share` of `top` (the
     /// fastest it was let write) with time to spare: at most [`MOST`] times `top`, and `None`
     /// under a quarter more (no room).
@@ -547,16 +554,11 @@ impl SpeedProbe {
 
     /// What the disk did over a sample, while the restriction holds.
     pub fn observe(&mut self, delta: &DiskDelta, seconds: f64) {
-        self.window.bytes += delta.written;
-        self.window.writing += delta.writing();
-        self.window.seconds += seconds;
+        self.window.add(delta, seconds);
         if let Some(before) = self.before_room {
-            let span = &mut self.under_room;
-            span.bytes += delta.written;
-            span.writing += delta.writing();
-            span.seconds += seconds;
-            if span.seconds >= pressure::MIN_SPAN.as_secs_f64() {
-                let span = std::mem::take(span);
+            self.under_room.add(delta, seconds);
+            if self.under_room.seconds >= pressure::MIN_SPAN.as_secs_f64() {
+                let span = std::mem::take(&mut self.under_room);
                 let (rate, queue) = (
                     span.bytes as f64 / span.seconds,
                     span.writing / span.seconds,
