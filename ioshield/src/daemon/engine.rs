@@ -411,13 +411,10 @@ impl Engine {
                 .get(&disk.id)
                 .and_then(|k| k.kind)
                 .is_some_and(devices::Kind::may_be_slow);
-            let backlog = DiskBacklog::new(
-                self.backlogs.of(disk.id),
-                sample.disks.get(&disk.id),
-                sample.disks_elapsed.as_secs_f64(),
-            )
-            .unwritten_counts(may_be_slow)
-            .behind_before(self.backlogs.was_behind(disk.id));
+            let backlog = self
+                .backlogs
+                .disk(disk.id, &sample)
+                .unwritten_counts(may_be_slow);
             self.step_disk(&disk, now, tree, actuator, backlog).await;
         }
         self.bursts.clear();

@@ -39,7 +39,7 @@ pub struct DiskBacklog {
     bytes: f64,
     /// Whether the disk was busy writing over the tick.
     behind: bool,
-    /// Whether it was over the sample before too ([`Backlogs::was_behind`]).
+    /// Whether it was over the sample before too ([`Backlogs::disk`]).
     behind_before: bool,
     /// What it wrote over the tick, bytes per second.
     writing: f64,
@@ -66,7 +66,7 @@ impl DiskBacklog {
     }
 
     /// The same, saying whether the disk was busy writing over the sample before this one too.
-    pub fn behind_before(self, before: bool) -> Self {
+    fn behind_before(self, before: bool) -> Self {
         DiskBacklog {
             behind_before: before,
             ..self
@@ -179,9 +179,15 @@ impl Backlogs {
         self.bytes.get(&id).copied().unwrap_or(0.0)
     }
 
-    /// Whether the disk was busy writing over the sample before the last one observed.
-    pub fn was_behind(&self, id: DevId) -> bool {
-        self.behind[0].contains(&id)
+    /// The disk's part and what it did over `sample`, the last one observed, and whether it
+    /// was busy over the one before too.
+    pub fn disk(&self, id: DevId, sample: &Sample) -> DiskBacklog {
+        DiskBacklog::new(
+            self.of(id),
+            sample.disks.get(&id),
+            sample.disks_elapsed.as_secs_f64(),
+        )
+        .behind_before(self.behind[0].contains(&id))
     }
 }
 
@@ -299,10 +305,7 @@ mod tests {
         // average. Alone, that sample would judge the 130 MB left at the guess: 5.2 s.
         let late = second(20 * MB, 600);
         b.observe(&late);
-        let judged = |b: &Backlogs, s: &Sample| {
-            DiskBacklog::new(b.of(system.id), s.disks.get(&system.id), 1.0)
-                .behind_before(b.was_behind(system.id))
-        };
+        let judged = |b: &Backlogs, s: &Sample| b.disk(system.id, s);
         let first = judged(&b, &late);
         assert!(first.behind && !first.behind_before);
         assert_eq!(first.flush_seconds(&guessed), None);
