@@ -477,8 +477,11 @@ mod tests {
     /// of the optional loads ran.
     #[test]
     fn optional_loads_keep_their_names() {
-        let dir = std::env::temp_dir().join(format!("ioshield-loads-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("ioshield-loads-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         for (name, nominal, late) in [
             ("control", 0.05, 0.0),
             ("write", 0.05, 0.1),
@@ -489,20 +492,22 @@ mod tests {
                 .save(&dir.join(format!("{name}.json")))
                 .unwrap();
         }
-        let run = read(&dir, "ioshield", "6.12", 0).unwrap();
+        let run = read(dir, "ioshield", "6.12", 0).unwrap();
         let names: Vec<&str> = run.loads.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(names, ["control", "write", "appender"]);
         assert!((run.load("appender").unwrap().longest_pause_s - 0.3).abs() < 1e-6);
         assert!(run.load("commit").is_none());
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     /// stall.sh's record of a fixed-size job: its own end (`exited_s`) before the `sync` its
     /// last cycle end waits for.
     #[test]
     fn a_jobs_end_and_its_data_on_the_disk() {
-        let dir = std::env::temp_dir().join(format!("ioshield-job-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("ioshield-job-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         for name in ["control", "write"] {
             LoadRecord::new(name, 0.05, 10.0, vec![10.05, 10.1], 4096)
                 .save(&dir.join(format!("{name}.json")))
@@ -516,22 +521,24 @@ mod tests {
             )
         };
         fs::write(dir.join("offender.json"), job(",\"exited_s\":18.8")).unwrap();
-        let run = read(&dir, "none", "6.12", 0).unwrap();
+        let run = read(dir, "none", "6.12", 0).unwrap();
         assert!((run.offender_exited_after_s.unwrap() - 3.3).abs() < 1e-9);
         let (start, end) = run.offender.unwrap();
         assert!((end - start - 42.5).abs() < 1e-9);
         // Records from before stall.sh wrote it: no end of the job's own.
         fs::write(dir.join("offender.json"), job("")).unwrap();
-        let run = read(&dir, "none", "6.12", 0).unwrap();
+        let run = read(dir, "none", "6.12", 0).unwrap();
         assert_eq!(run.offender_exited_after_s, None);
         assert!(run.offender.is_some());
-        fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn the_daemons_rss_after_its_start_and_at_its_peak() {
-        let dir = std::env::temp_dir().join(format!("ioshield-rss-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("ioshield-rss-")
+            .tempdir()
+            .unwrap();
+        let dir = tmp.path();
         // uptime, nr_dirty, nr_writeback, daemon ticks, daemon RSS KiB ("-" before it runs).
         fs::write(
             dir.join("timeline.txt"),
@@ -539,8 +546,7 @@ mod tests {
              48.8 10 0 25 14020\n49.3 10 0 30 13900\n",
         )
         .unwrap();
-        let (samples, cpu, rss) = timeline(&dir, 46.0);
-        fs::remove_dir_all(&dir).unwrap();
+        let (samples, cpu, rss) = timeline(dir, 46.0);
         assert_eq!(samples.len(), 5);
         assert!(cpu.is_some_and(|c| c > 0.0));
         assert_eq!(

@@ -239,8 +239,7 @@ mod tests {
     /// when they did not.
     #[test]
     fn the_probe_check_reads_the_room_step_and_the_disk() {
-        let dir = std::env::temp_dir().join(format!("ioshield-fast-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = crate::vm::ci::tests::run_dir("fast");
         let log = dir.join("results/daemon.log");
         // The guest booted at 12:00:00 UTC: its uptime is the seconds since.
         std::fs::write(
@@ -308,7 +307,6 @@ mod tests {
         std::fs::write(&log, restrict).unwrap();
         let e = forced_by_room(&dir).err().unwrap().to_string();
         assert!(e.contains("no window the disk's counters cover"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The room check reads the step's forced rate, also from a line whose restriction names
@@ -326,8 +324,7 @@ mod tests {
             super::room_rate("the rate held at 25.0 MB/s (it wrote"),
             None
         );
-        let dir = std::env::temp_dir().join(format!("ioshield-room-kept-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
+        let dir = crate::vm::ci::tests::run_dir("room-kept");
         let kept = dir.join("results/disks.json");
         let log = dir.join("results/daemon.log");
         let check = |json: &str| {
@@ -357,6 +354,5 @@ mod tests {
                 .unwrap()
                 .starts_with("not applicable: the disk was measured")
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1045,16 +1045,27 @@ fn last_line(path: &Path) -> String {
 
 #[cfg(test)]
 mod tests {
-    /// A fresh run directory with its `results/` for a check to read, unique to this test.
-    fn run_dir(name: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ioshield-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("results")).unwrap();
-        dir
+    /// A fresh run directory with its `results/` for a check to read, removed when dropped, also
+    /// when an assertion fails (a check's test left its directory in /tmp on every run).
+    pub(in crate::vm::ci) struct RunDir(tempfile::TempDir);
+
+    impl std::ops::Deref for RunDir {
+        type Target = std::path::Path;
+
+        fn deref(&self) -> &std::path::Path {
+            self.0.path()
+        }
     }
 
-    /// The one-window check fails on a window after a "no room" answer and on a release too
-    /// soon to tell, and passes a run whose disk showed room, or whose windows the writer used
-    /// too little of, as not applicable.
+    pub(in crate::vm::ci) fn run_dir(name: &str) -> RunDir {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("ioshield-{name}-"))
+            .tempdir()
+            .unwrap();
+        std::fs::create_dir_all(dir.path().join("results")).unwrap();
+        RunDir(dir)
+    }
+
     /// The first restriction is held by weight 1, or by 10 for its onset and then by 1.
     #[test]
     fn held_by_iocost_reads_the_onset_and_the_weight_after_it() {
@@ -1087,6 +1098,9 @@ mod tests {
         assert!(held_by_iocost_in("", model).is_err());
     }
 
+    /// The one-window check fails on a window after a "no room" answer and on a release too
+    /// soon to tell, and passes a run whose disk showed room, or whose windows the writer used
+    /// too little of, as not applicable.
     #[test]
     fn the_one_window_check_wants_no_window_after_no_room() {
         let dir = run_dir("onewin");
@@ -1212,7 +1226,6 @@ mod tests {
         let idle = no_room.replace("no room)", "too little of the rate used to tell)");
         let ok = check(format!("{restrict}{}{idle}{}", window(7), release(49))).unwrap();
         assert!(ok.starts_with("not applicable: no window answered"), "{ok}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The kept-answer check fails on any window and on a run whose restriction did not say it
@@ -1275,7 +1288,6 @@ mod tests {
             e.contains("no restriction held the rate") && e.contains("restrict pid 196"),
             "{e}"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The light-writer check wants a retune to weight 10 with 128 MiB for the untar's small
@@ -1379,7 +1391,6 @@ mod tests {
         std::fs::write(&offender, record(268_435_456, 12.0)).unwrap();
         std::fs::write(&log, by_backlog).unwrap();
         assert_eq!(super::slow_untar(&dir).unwrap(), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The drain check wants the wait and a release after the backlog was written, and says
@@ -1423,7 +1434,6 @@ mod tests {
             check(&format!("{restrict}{held}{drained}")).unwrap(),
             "held for 301.2 MB, its backlog written in 11.3s"
         );
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The newcomer check wants another writer restricted after the wait began apart and
@@ -1475,7 +1485,6 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("never released"), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// The tightening check wants the "others write" line before the restriction, 8M in it,
@@ -1520,7 +1529,6 @@ mod tests {
         assert!(check(&restrict("8M")).is_err());
         assert!(check(&format!("{}{others}", restrict("8M"))).is_err());
         assert!(check(others).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -1562,7 +1570,6 @@ mod tests {
         );
         std::fs::write(&file, "root: io memory\nioshield: io\n").unwrap();
         assert!(super::set_up_at_start(&dir).is_err());
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -57,14 +57,14 @@ pub(super) fn restricted_early(run: &Path) -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vm::ci::tests::{RunDir, run_dir};
     use std::fs;
 
     /// A run's results as stall.sh leaves them: the loads' monotonic clock 100 s behind the
     /// wall clock's 2026-11-30T02:00:00Z (1_796_004_000), the writer's first write at 10.0.
-    fn run_with(name: &str, daemon_log: &str) -> std::path::PathBuf {
-        let dir = std::env::temp_dir().join(format!("ioshield-slow-{}-{name}", std::process::id()));
+    fn run_with(name: &str, daemon_log: &str) -> RunDir {
+        let dir = run_dir(&format!("slow-{name}"));
         let results = dir.join("results");
-        fs::create_dir_all(&results).unwrap();
         fs::write(
             results.join("clock.txt"),
             "realtime 1796004100.0 monotonic 100.0\n",
@@ -111,8 +111,5 @@ mod tests {
         );
         let err = restricted_early(&never).unwrap_err().to_string();
         assert!(err.contains("never restricted"), "{err}");
-        for dir in [early, late, burst, never] {
-            fs::remove_dir_all(dir).unwrap();
-        }
     }
 }
