@@ -77,6 +77,21 @@ pub const ONSET: std::time::Duration = std::time::Duration::from_secs(2);
 /// between 6.1 and 6.12 were not measured; they keep weight 1 from the start.
 pub const ONSET_FROM: (u32, u32) = (6, 12);
 
+/// The weight of a restricted offender's cgroup while the kernel's latency control sets the
+/// rate of a disk ioshield has not measured (a speed probe's window, a rate forced for room;
+/// `daemon::speed_probe`), where iocost ioshield turned on through cgroupfs holds it. That
+/// control hands out budgets every 100 ms instead of every 10 ms, and at weight 1 the flusher
+/// slept in iocost's throttle for the writer's pages while it held ext4's journal handle for
+/// them (`ioc_rqos_throttle` under `ext4_do_writepages`, the disk idle meanwhile): every
+/// `fsync` beside it waited for the journal commit behind that handle; under a rate forced for
+/// room too, with the disk completing 11-26 MB/s of the 30 it can. On the bed's 30 MB/s disk
+/// never measured, 3 runs per kernel and offender the same session, the committing load's
+/// longest pause on 6.12 was 0.17 (0.14-0.26) s against 0.33 (0.33-0.34) s beside a copy and
+/// 0.21 (0.20-0.27) s against 0.36 (0.28-0.37) s beside the load offender; 6.1 moved within
+/// its spread (0.23-0.24 s against 0.24-0.26 s). 9 of those 12 runs kept every innocent within
+/// 0.25 s, against 3 at weight 1, the writers no slower (docs/bench/speed-probe.md, stop 67).
+pub const LATENCY_CONTROL_WEIGHT: u16 = LIGHT_WRITER_WEIGHT;
+
 /// The `memory.high` of a lightened offender (where its policy sets one). Lifted altogether an
 /// untar dirtied its whole job in seconds and left its time to `sync` to the backlog (0.88x of
 /// its unmitigated speed on 6.1 with the disk's speed known, against 1.32x at 8 MiB); at 32 MiB
@@ -281,9 +296,36 @@ impl Method {
     }
 
     /// Under a rate held on a disk not yet measured, the same restriction with the rate left
-    /// to the kernel's latency control (see [`iocost::Model::listening`]).
+    /// to the kernel's latency control (see [`iocost::Model::listening`]), at
+    /// [`LATENCY_CONTROL_WEIGHT`] at least where the weight of iocost ioshield turned on
+    /// through cgroupfs holds it.
     pub fn listening(self) -> Method {
-        self.with_model(iocost::Model::listening)
+        let listening = self.with_model(iocost::Model::listening);
+        match listening.vrate() {
+            Some(iocost::Vrate::Adaptive { .. }) => {
+                listening.with_weight(|w| w.max(LATENCY_CONTROL_WEIGHT))
+            }
+            _ => listening,
+        }
+    }
+
+    /// The same restriction with its weight `change`d, where the weight of iocost ioshield
+    /// turned on through cgroupfs holds it (a systemd unit's `IOWeight=` was measured at the
+    /// offender's weight only).
+    fn with_weight(mut self, change: impl FnOnce(u16) -> u16) -> Method {
+        if let Method::Cgroup(CgroupLimits {
+            write:
+                WriteControl::Weight {
+                    weight,
+                    model: Some(_),
+                    ..
+                },
+            ..
+        }) = &mut self
+        {
+            *weight = change(*weight);
+        }
+        self
     }
 
     /// For an offender that dirties less than the rate it is held at, the same restriction at
@@ -349,10 +391,16 @@ impl Method {
     }
 
     /// Under a probe's window (the rate left to the kernel's latency control), the same
-    /// restriction with the rate held again at the top of the window's range; `None` otherwise.
+    /// restriction with the rate held again at the top of the window's range, at the
+    /// offender's weight again; `None` otherwise. Only a writer at [`OFFENDER_WEIGHT`] gets a
+    /// window: a lightened one gets none, and the onset is over before the first.
     pub fn window_closed(&self) -> Option<Method> {
         let closed = self.iocost_model()?.closed()?;
-        Some(self.clone().with_model(|_| closed))
+        Some(
+            self.clone()
+                .with_model(|_| closed)
+                .with_weight(|_| OFFENDER_WEIGHT),
+        )
     }
 
     /// The same restriction with `change` applied to the iocost model ioshield turned on for
@@ -631,22 +679,26 @@ mod tests {
     };
 
     /// A restriction waiting for its backlog leaves no window open: the rate is held again at
-    /// the top of the window's range; a held or forced rate, and io.max, have no window.
+    /// the top of the window's range, at the offender's weight again; a held or forced rate,
+    /// and io.max, have no window. A window and a forced rate are at weight 10.
     #[test]
     fn a_window_closes_to_the_rate_held_before_it() {
         let dev = DevId {
             major: 254,
             minor: 16,
         };
-        let held = held_at(dev, LIGHT_WRITER_WEIGHT);
+        let held = held_at(dev, OFFENDER_WEIGHT).with_memory_high_at_least(8 << 20);
         let window = held.clone().listening();
         assert!(held.holds_rate() && !window.holds_rate());
         assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
+        assert_eq!(window.weight(), Some(LATENCY_CONTROL_WEIGHT));
+        assert_eq!(window.memory_high(), held.memory_high());
         assert_eq!(window.window_closed(), Some(held.clone()));
         assert_eq!(held.window_closed(), None);
         let forced = held.clone().listening().with_rate_at_least(40_000_000);
         assert!(!forced.holds_rate());
         assert_eq!(forced.rate_range(), Some((40_000_000, 40_000_000)));
+        assert_eq!(forced.weight(), Some(LATENCY_CONTROL_WEIGHT));
         assert_eq!(forced.window_closed(), None);
         let limit = Method::Cgroup(CgroupLimits {
             dev,
@@ -724,6 +776,44 @@ mod tests {
         );
         assert_eq!(unit.at_onset(), None);
         assert_eq!(Method::Ioprio.at_onset(), None);
+    }
+
+    /// Only the weight of iocost ioshield turned on through cgroupfs is raised under the
+    /// kernel's latency control: a measured disk's pinned rate has none, and a systemd unit
+    /// and a write limit keep theirs.
+    #[test]
+    fn the_latency_control_weight_is_under_our_iocost_only() {
+        let dev = DevId {
+            major: 254,
+            minor: 16,
+        };
+        let pinned = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: Some(iocost::Model::pinned(30_000_000)),
+                fallback: 12_500_000,
+            },
+            memory_high: None,
+        });
+        assert_eq!(pinned.clone().listening(), pinned);
+        let unit = scope(
+            WriteControl::Weight {
+                weight: OFFENDER_WEIGHT,
+                model: Some(iocost::Model::held(25_000_000)),
+                fallback: 12_500_000,
+            },
+            8 << 20,
+        );
+        let window = unit.listening();
+        assert_eq!(window.weight(), Some(OFFENDER_WEIGHT));
+        assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
+        let limit = Method::Cgroup(CgroupLimits {
+            dev,
+            write: WriteControl::Limit(12_500_000),
+            memory_high: None,
+        });
+        assert_eq!(limit.clone().listening(), limit);
     }
 
     /// A weight under iocost ioshield turned on (cgroupfs) is lightened to 10; a write limit,
@@ -985,7 +1075,7 @@ mod tests {
         assert_ne!(listening.vrate(), m.vrate());
         assert_eq!(
             listening.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+            "io.weight=10 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
              latency control setting the rate between 6.2MB/s and 25.0MB/s)"
         );
         // The probe raises the highest rate.
@@ -994,7 +1084,7 @@ mod tests {
         assert!(!probed.pins_disk());
         assert_eq!(
             probed.describe(),
-            "io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
+            "io.weight=10 (iocost on, disk not measured: modelled at 25.0MB/s, the kernel's \
              latency control setting the rate between 6.2MB/s and 31.2MB/s)"
         );
         let m = listening;
