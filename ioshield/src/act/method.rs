@@ -735,11 +735,12 @@ mod tests {
         assert_eq!(Method::Ioprio.allowed_rate(), None);
     }
 
-    /// A restriction's onset is at weight 10 only where our iocost holds it lower through
-    /// cgroupfs: a lightened writer, a write limit, a systemd unit and someone else's iocost
-    /// keep theirs.
+    /// A restriction's onset, and the kernel's latency control, are at weight 10 only where our
+    /// iocost holds it lower through cgroupfs: a lightened writer, a write limit, a systemd unit
+    /// and someone else's iocost keep theirs, and a measured disk's pinned rate has no latency
+    /// control.
     #[test]
-    fn the_onset_is_at_weight_10_under_our_iocost_only() {
+    fn the_onset_and_the_latency_control_are_at_weight_10_under_our_iocost_only() {
         let dev = DevId {
             major: 254,
             minor: 16,
@@ -766,6 +767,7 @@ mod tests {
             memory_high: None,
         });
         assert_eq!(limit.at_onset(), None);
+        assert_eq!(limit.clone().listening(), limit);
         let unit = scope(
             WriteControl::Weight {
                 weight: OFFENDER_WEIGHT,
@@ -775,18 +777,11 @@ mod tests {
             8 << 20,
         );
         assert_eq!(unit.at_onset(), None);
+        let window = unit.listening();
+        assert_eq!(window.weight(), Some(OFFENDER_WEIGHT));
+        assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
         assert_eq!(Method::Ioprio.at_onset(), None);
-    }
-
-    /// Only the weight of iocost ioshield turned on through cgroupfs is raised under the
-    /// kernel's latency control: a measured disk's pinned rate has none, and a systemd unit
-    /// and a write limit keep theirs.
-    #[test]
-    fn the_latency_control_weight_is_under_our_iocost_only() {
-        let dev = DevId {
-            major: 254,
-            minor: 16,
-        };
+        // A measured disk's rate is pinned: no latency control, no weight of its own.
         let pinned = Method::Cgroup(CgroupLimits {
             dev,
             write: WriteControl::Weight {
@@ -797,23 +792,6 @@ mod tests {
             memory_high: None,
         });
         assert_eq!(pinned.clone().listening(), pinned);
-        let unit = scope(
-            WriteControl::Weight {
-                weight: OFFENDER_WEIGHT,
-                model: Some(iocost::Model::held(25_000_000)),
-                fallback: 12_500_000,
-            },
-            8 << 20,
-        );
-        let window = unit.listening();
-        assert_eq!(window.weight(), Some(OFFENDER_WEIGHT));
-        assert_eq!(window.rate_range(), Some((6_250_000, 25_000_000)));
-        let limit = Method::Cgroup(CgroupLimits {
-            dev,
-            write: WriteControl::Limit(12_500_000),
-            memory_high: None,
-        });
-        assert_eq!(limit.clone().listening(), limit);
     }
 
     /// A weight under iocost ioshield turned on (cgroupfs) is lightened to 10; a write limit,
