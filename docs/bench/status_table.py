@@ -3,8 +3,8 @@
 
 Usage: status_table.py BENCH_DIR...
 Each BENCH_DIR is the `--out` of `cargo xtask bench --offender OFFENDER --repeat 3 --duration 30
---kernel 6.12,6.1 --scenario 'ioshield,ioshield:earlier.serial:data = 25100000'`. Prints one row
-per offender, kernel and scenario: each innocent's longest pause, median (worst run), the
+--kernel 6.12,6.1 --scenario 'ioshield,ioshield:earlier.serial:data = 25100000'` (or of any
+bench: its scenarios by their own names). Prints one row per offender, kernel and scenario: each innocent's longest pause, median (worst run), the
 committing load's p99 ms (median), the offender's MB/s (x none), detection s median (worst),
 the daemon's CPU % and RSS MiB (medians). Then how many daemon runs kept every innocent within
 0.25 s, by scenario.
@@ -88,7 +88,9 @@ def main():
             job = next(rows for (k, t), rows in tables.items()
                        if k == kernel and t.startswith("the offender"))
             daemon = tables.get((kernel, "the daemon"), [["scenario"]])
-            for scenario, disk in DISK.items():
+            present = by_scenario(pauses["commit"], "longest pause s")
+            for scenario in present:
+                disk = DISK.get(scenario, scenario)
                 cells = []
                 for load in LOADS:
                     cells.append(median_worst(by_scenario(pauses[load], "longest pause s")
