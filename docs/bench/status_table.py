@@ -4,10 +4,11 @@
 Usage: status_table.py BENCH_DIR...
 Each BENCH_DIR is the `--out` of `cargo xtask bench --offender OFFENDER --repeat 3 --duration 30
 --kernel 6.12,6.1 --scenario 'ioshield,ioshield:earlier.serial:data = 25100000'` (or of any
-bench: its scenarios by their own names). Prints one row per offender, kernel and scenario: each innocent's longest pause, median (worst run), the
-committing load's p99 ms (median), the offender's MB/s (x none), detection s median (worst),
-the daemon's CPU % and RSS MiB (medians). Then how many daemon runs kept every innocent within
-0.25 s, by scenario.
+bench: other scenarios go by their own names). Prints one row per offender, kernel and
+scenario: each innocent's longest pause, median (worst run), the committing load's p99 ms
+(median), the offender's MB/s (x none), detection s median (worst), the daemon's CPU % and RSS
+MiB (medians). Then how many daemon runs kept every innocent within 0.25 s, by scenario (from
+the bench's table of where each run's longest pauses began).
 """
 import re
 import sys
@@ -36,12 +37,8 @@ def sections(text):
     return out
 
 
-def column(rows, name):
-    return rows[0].index(name)
-
-
 def by_scenario(rows, name):
-    i = column(rows, name)
+    i = rows[0].index(name)
     return {r[0]: r[i] for r in rows[1:]}
 
 
