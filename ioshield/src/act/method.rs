@@ -91,8 +91,9 @@ pub const ONSET_FROM: (u32, u32) = (6, 12);
 /// committing load's longest pause 0.17-0.25 s median against 0.23-0.28 s, worst 0.29 s (a
 /// first second on 6.1, before any window) against 0.35 s; the writers no slower. Its windows
 /// show room the disk does not have more often (10 of 12 runs against 6), but each rate forced
-/// for it was taken back by the disk's queue, and paused nobody more than 0.25 s
-/// (docs/bench/speed-probe.md, stop 68).
+/// for it was taken back by the disk's queue, and paused nobody more than 0.25 s. At 50 (the
+/// copy, 6 runs) the windows paused less and the rates forced for their false rooms more,
+/// 0.30 and 0.32 s (docs/bench/speed-probe.md, stop 68).
 pub const LATENCY_CONTROL_WEIGHT: u16 = 25;
 
 /// The `memory.high` of a lightened offender (where its policy sets one). Lifted altogether an
