@@ -1545,6 +1545,15 @@ mod tests {
         rt.method = Some(held.clone());
         let (m, _) = lighten(&mut rt, held.clone(), "held".into(), 8e6, 25e6, false);
         assert_eq!((m.weight(), m.memory_high()), (Some(10), Some(32 << 20)));
+        // Under a rate the probe forced for room the latency control's weight (25) is the
+        // probe's; a light writer there is still lightened to 10.
+        let forced = held.clone().listening().with_rate_at_least(40_000_000);
+        assert_eq!(forced.weight(), Some(25));
+        rt.speed_probe = SpeedProbe::seen_light();
+        rt.method = Some(forced.clone());
+        let (m, _) = lighten(&mut rt, forced, "forced".into(), 8e6, 40e6, true);
+        assert_eq!((m.weight(), m.memory_high()), (Some(10), mh));
+        assert_eq!(m.rate_range(), Some((40_000_000, 40_000_000)));
     }
 
     /// Under a write limit (a systemd unit's `IOWriteBandwidthMax=`) a light writer keeps its
