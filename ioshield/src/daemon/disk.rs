@@ -21,7 +21,7 @@ use crate::{
     },
     display::show_rate,
     model::tree::ProcessTree,
-    system::devices::Disk,
+    system::{devices::Disk, diskstats::DiskCounters},
 };
 
 pub struct Offender {
@@ -64,6 +64,8 @@ pub struct DiskRuntime {
     /// How long the cgroups beside the restriction waited on I/O, heard while its speed probe
     /// asks ([`SpeedProbe::hears_others`]).
     pub others: OthersStall,
+    /// The disk's counters at the last reading heard with the others, and when.
+    pub heard_disk: Option<(Instant, DiskCounters)>,
     /// How many room steps the others' waits took back on this disk since the daemon started:
     /// "no room" from one is kept only from the [`super::speed_probe::TAKE_BACKS_KEPT`]th.
     pub take_backs: u32,

@@ -34,14 +34,16 @@ use crate::{
         rates::Rates,
     },
     display::{show_bytes, show_rate},
-    model::tree::ProcessTree,
+    model::{sample::DiskDelta, tree::ProcessTree},
     probe::{Probe, burst::Burst},
     system::{
         cgroups,
         devices::{self, DevId, Devices, Disk},
-        pressure,
+        diskstats, pressure,
     },
 };
+
+pub use crate::detect::pressure::HEAR_EVERY;
 
 /// How often device sections naming absent disks are looked up again.
 const RESOLVE_EVERY: u64 = 30;
@@ -145,6 +147,29 @@ impl Engine {
 
     pub fn tick(&self) -> Duration {
         self.config.daemon.tick
+    }
+
+    /// Whether a restriction's speed probe hears the others between ticks: its last step
+    /// forced the rate up for the room a window showed, and a room the disk does not have
+    /// pauses them within a second ([`HEAR_EVERY`]).
+    pub fn hears_others(&self) -> bool {
+        self.disks
+            .values()
+            .any(|rt| rt.restriction.is_some() && rt.speed_probe.hears_others())
+    }
+
+    /// Hears the others and the disk for each such probe between ticks; returns whether a
+    /// step was taken back, for the daemon to step at once and hold the rate again.
+    pub fn hear_between_ticks(&mut self, actuator: &Actuator) -> bool {
+        let mut took_back = false;
+        for (disk, rt) in self
+            .disks
+            .iter_mut()
+            .filter(|(_, rt)| rt.restriction.is_some())
+        {
+            took_back |= hear_others(disk, rt, actuator);
+        }
+        took_back
     }
 
     /// How often the dirty counts of writers held by `memory.high` are refreshed on this
@@ -1100,29 +1125,40 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
     Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
 }
 
-/// Hears how long the cgroups beside the restrictions waited on I/O while the disk's speed
-/// probe asks ([`SpeedProbe::hears_others`]), and has it take back the step that forced the
-/// rate up for room when they waited too long, or when the disk queued without using the room
-/// ([`SpeedProbe::disk_queued`]): the window's room was not the disk's.
-fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
+/// Hears how long the cgroups beside the restrictions waited on I/O, and what the disk did,
+/// while the disk's speed probe asks ([`SpeedProbe::hears_others`]), at the ticks and every
+/// [`HEAR_EVERY`] between them ([`Engine::hear_between_ticks`]), and has it take back the step
+/// that forced the rate up for room when they waited too long, or when the disk queued without
+/// using the room ([`SpeedProbe::disk_queued`]): the window's room was not the disk's. Returns
+/// whether it took the step back.
+fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
     if !rt.speed_probe.hears_others() {
         rt.others.reset();
-        return;
+        rt.heard_disk = None;
+        return false;
     }
+    // Read again only when a reading would say something: the engine hears the others before
+    // and after each step of the same tick, and between ticks.
+    let now = Instant::now();
+    if !rt.others.due(now) {
+        return false;
+    }
+    let counters = diskstats::read().remove(&disk.id);
+    if let (Some((at, before)), Some(counters)) = (rt.heard_disk, counters) {
+        let seconds = now.saturating_duration_since(at).as_secs_f64();
+        rt.speed_probe
+            .hear(&DiskDelta::between(&before, &counters), seconds);
+    }
+    rt.heard_disk = counters.map(|c| (now, c));
     if let Some(why) = rt.speed_probe.disk_queued() {
         took_back(disk, rt, &why);
         rt.others.reset();
-        return;
-    }
-    // Read again only when a reading would say something: the engine hears the others before
-    // and after each step of the same tick.
-    let now = Instant::now();
-    if !rt.others.due(now) {
-        return;
+        rt.heard_disk = None;
+        return true;
     }
     let totals = pressure::io_some_totals(&actuator.others());
     let Some(stall) = rt.others.observe(now, totals) else {
-        return;
+        return false;
     };
     let most = stall
         .cgroup
@@ -1135,8 +1171,12 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) {
         disk.label(),
         stall.share * 100.0
     );
-    if let Some(why) = rt.speed_probe.others_stalled(stall.share) {
-        took_back(disk, rt, &format!("{why} ({most} waited most)"));
+    match rt.speed_probe.others_stalled(stall.share) {
+        Some(why) => {
+            took_back(disk, rt, &format!("{why} ({most} waited most)"));
+            true
+        }
+        None => false,
     }
 }
 

@@ -104,6 +104,8 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
 
     let mut ticker = tokio::time::interval(engine.tick());
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut hearing = tokio::time::interval(engine::HEAR_EVERY);
+    hearing.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // With WatchdogSec= systemd restarts a daemon whose ticks stopped (a hung call, a deadlock):
     // the restart's recovery then undoes what it had changed.
     let watchdog = sd_notify::watchdog_enabled().is_some();
@@ -142,6 +144,13 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 }
                 if watchdog {
                     let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                }
+            }
+            // Only while a step forced the rate up for room: taken back, the rate is held
+            // again at once, not at the next tick.
+            _ = hearing.tick(), if engine.hears_others() => {
+                if engine.hear_between_ticks(&actuator) {
+                    ticker.reset_immediately();
                 }
             }
             _ = sighup.recv() => {

@@ -106,9 +106,10 @@ const ROOM_SECONDS: f64 = 2.0;
 /// (`PSI_TRACE=1` runs of `tests/vm/stall.sh`, docs/bench/speed-probe.md).
 pub const OTHERS_HURT: f64 = 0.15;
 
-/// Writes in flight on average over a sample under a rate forced up for room from which the
-/// disk counts as queuing the writes it was let have, when it completed less than the step's
-/// least ([`QUARTER`] times the rate it went up from): the room was not the disk's
+/// Writes in flight on average over the last [`pressure::MIN_SPAN`] or more (heard every
+/// [`pressure::HEAR_EVERY`]) under a rate forced up for room from which the disk counts as
+/// queuing the writes it was let have, when it completed less than the step's least
+/// ([`QUARTER`] times the rate it went up from): the room was not the disk's
 /// ([`SpeedProbe::disk_queued`]).
 ///
 /// The others' wait ([`OTHERS_HURT`]) tells late: it took back 9 of the 10 false rooms on the
@@ -236,6 +237,37 @@ pub fn answer_to_keep(
     }
 }
 
+/// The readings of a disk heard under a room step, back to the latest one a span of
+/// [`pressure::MIN_SPAN`] or more may start at.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Span {
+    readings: std::collections::VecDeque<Window>,
+}
+
+impl Span {
+    /// Adds a reading of `seconds`; returns what the disk did over the span of at least
+    /// [`pressure::MIN_SPAN`] that ends with it, if the readings reach that far back.
+    fn add(&mut self, delta: &DiskDelta, seconds: f64) -> Option<Window> {
+        let mut reading = Window::default();
+        reading.add(delta, seconds);
+        self.readings.push_back(reading);
+        let min = pressure::MIN_SPAN.as_secs_f64();
+        let after_first = |r: &std::collections::VecDeque<Window>| -> f64 {
+            r.iter().skip(1).map(|w| w.seconds).sum()
+        };
+        while self.readings.len() > 1 && after_first(&self.readings) >= min {
+            self.readings.pop_front();
+        }
+        let total = self.readings.iter().fold(Window::default(), |mut t, w| {
+            t.bytes += w.bytes;
+            t.writing += w.writing;
+            t.seconds += w.seconds;
+            t
+        });
+        (total.seconds >= min).then_some(total)
+    }
+}
+
 /// What a disk did during a step.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 struct Window {
@@ -319,10 +351,10 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// What the disk did since such a step, or since its last span judged: judged once it
-    /// spans [`pressure::MIN_SPAN`], as the others' wait is, so that the short sample of a step
-    /// another disk's burst report brought on is not judged alone.
-    under_room: Window,
+    /// What the disk did since such a step, heard every [`pressure::HEAR_EVERY`]
+    /// ([`SpeedProbe::hear`]): judged over the last [`pressure::MIN_SPAN`] or more, as the
+    /// others' wait is, so that a short reading is not judged alone.
+    under_room: Span,
     /// A span since such a step over which the disk queued without using the room: what it
     /// completed (bytes per second) and its writes in flight ([`ROOM_QUEUED`]).
     queued_under_room: Option<(f64, f64)>,
@@ -432,19 +464,19 @@ impl SpeedProbe {
         self.listening = false;
     }
 
-    /// Whether the last step forced the rate up for room, and the others' wait on I/O is to be
-    /// heard ([`SpeedProbe::others_stalled`]) until the next step.
+    /// Whether the last step forced the rate up for room, and the others' wait on I/O and the
+    /// disk are to be heard ([`SpeedProbe::others_stalled`], [`SpeedProbe::hear`]) until the
+    /// next step.
     pub fn hears_others(&self) -> bool {
         self.before_room.is_some()
     }
 
-    /// The cgroups beside the restriction waited on I/O `share` of the time since the last
-    /// sample. When the last step forced the rate up for room and that is [`OTHERS_HURT`] or
-    /// more, the room was not the disk's: the step is taken back (with the lower bound it
-    /// proved), and a step up from a rate held without forcing leaves "no room" at that rate,
-    /// as a window that showed the disk queuing would (kept for later restrictions only from a
-    /// disk's [`TAKE_BACKS_KEPT`]th take-back, [`answer_to_keep`]). Returns why, for the
-    /// daemon's log.
+    /// The cgroups beside the restriction waited on I/O `share` of the last span heard. When
+    /// the last step forced the rate up for room and that is [`OTHERS_HURT`] or more, the room
+    /// was not the disk's: the step is taken back (with the lower bound it proved), and a step
+    /// up from a rate held without forcing leaves "no room" at that rate, as a window that
+    /// showed the disk queuing would (kept for later restrictions only from a disk's
+    /// [`TAKE_BACKS_KEPT`]th take-back, [`answer_to_keep`]). Returns why, for the daemon's log.
     pub fn others_stalled(&mut self, share: f64) -> Option<String> {
         if share < OTHERS_HURT {
             return None;
@@ -469,7 +501,7 @@ impl SpeedProbe {
     /// Takes back the step that forced the rate up for room, for what was `seen` under it.
     fn take_back(&mut self, seen: &str) -> Option<String> {
         let before = self.before_room.take()?;
-        self.under_room = Window::default();
+        self.under_room = Span::default();
         self.queued_under_room = None;
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
@@ -552,21 +584,26 @@ impl SpeedProbe {
         self.light == Some(Light::Heavy)
     }
 
-    /// What the disk did over a sample, while the restriction holds.
+    /// What the disk did over a tick's sample, while the restriction holds.
     pub fn observe(&mut self, delta: &DiskDelta, seconds: f64) {
         self.window.add(delta, seconds);
-        if let Some(before) = self.before_room {
-            self.under_room.add(delta, seconds);
-            if self.under_room.seconds >= pressure::MIN_SPAN.as_secs_f64() {
-                let span = std::mem::take(&mut self.under_room);
-                let (rate, queue) = (
-                    span.bytes as f64 / span.seconds,
-                    span.writing / span.seconds,
-                );
-                if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
-                    self.queued_under_room = Some((rate, queue));
-                }
-            }
+    }
+
+    /// What the disk did over `seconds` since the last reading, heard while the last step
+    /// forced the rate up for room ([`SpeedProbe::hears_others`]; ignored otherwise).
+    pub fn hear(&mut self, delta: &DiskDelta, seconds: f64) {
+        let Some(before) = self.before_room else {
+            return;
+        };
+        let Some(span) = self.under_room.add(delta, seconds) else {
+            return;
+        };
+        let (rate, queue) = (
+            span.bytes as f64 / span.seconds,
+            span.writing / span.seconds,
+        );
+        if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
+            self.queued_under_room = Some((rate, queue));
         }
     }
 
@@ -693,7 +730,7 @@ impl SpeedProbe {
             self.bound_room_at(forced as f64);
         }
         self.before_room = None;
-        self.under_room = Window::default();
+        self.under_room = Span::default();
         self.queued_under_room = None;
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
@@ -836,14 +873,13 @@ mod tests {
     /// on average.
     fn run(p: &mut SpeedProbe, seconds: u32, mbps: u64, queued: f64) {
         for _ in 0..seconds {
-            p.observe(
-                &DiskDelta {
-                    written: mbps * MB,
-                    write_ms: (queued * 1000.0) as u64,
-                    in_flight: 1,
-                },
-                1.0,
-            );
+            let second = DiskDelta {
+                written: mbps * MB,
+                write_ms: (queued * 1000.0) as u64,
+                in_flight: 1,
+            };
+            p.observe(&second, 1.0);
+            p.hear(&second, 1.0);
         }
     }
 
@@ -1313,6 +1349,39 @@ mod tests {
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
     }
 
+    /// Heard every 250 ms, the disk's queue under a room step is judged over the last 750 ms
+    /// at each reading: a queue that builds in the second half of the first second is taken
+    /// back at 1.25 s, where whole seconds judged the first second clean and waited for 2 s.
+    #[test]
+    fn a_queue_under_a_room_step_is_judged_over_the_last_span_at_each_reading() {
+        let mut p = SpeedProbe::default();
+        listened(&mut p, 0, 21, 0.23).unwrap();
+        let reading = |p: &mut SpeedProbe, queued: f64| {
+            p.hear(
+                &DiskDelta {
+                    written: 7 * MB,
+                    write_ms: (queued * 250.0) as u64,
+                    in_flight: 1,
+                },
+                0.25,
+            );
+            p.disk_queued()
+        };
+        for queued in [0.2, 0.2, 0.2, 0.9] {
+            assert_eq!(reading(&mut p, queued), None, "{queued}");
+        }
+        let why = reading(&mut p, 0.9).unwrap();
+        assert!(
+            why.starts_with("the disk queued 0.67 writes in flight completing 28.0 MB/s"),
+            "{why}"
+        );
+        // Not heard once no step forced the rate up for room.
+        let mut q = SpeedProbe::default();
+        for _ in 0..8 {
+            assert_eq!(reading(&mut q, 3.0), None);
+        }
+    }
+
     /// Stop 65's false room on 6.1 (20.9 MB/s with 0.23 in flight, forced to 46 MB/s): the
     /// disk then completed 26 MB/s with 0.78 writes in flight, a second before the others
     /// waited and the committing load paused 0.50 s.
@@ -1323,9 +1392,9 @@ mod tests {
         let (forced, _) = m.rate_range().unwrap();
         assert!((40_000_000..50_000_000).contains(&forced), "{forced}");
         assert_eq!(p.disk_queued(), None, "nothing seen under it yet");
-        // A short sample (a step another disk's burst report brought on) is not judged alone:
-        // 50 ms with 2 writes in flight, then the rest of the tick with a short queue.
-        p.observe(
+        // A short reading is not judged alone: 50 ms with 2 writes in flight, then the rest
+        // of the second with a short queue.
+        p.hear(
             &DiskDelta {
                 written: MB,
                 write_ms: 100,
@@ -1334,7 +1403,7 @@ mod tests {
             0.05,
         );
         assert_eq!(p.disk_queued(), None);
-        p.observe(
+        p.hear(
             &DiskDelta {
                 written: 24 * MB,
                 write_ms: 190,
@@ -1342,7 +1411,7 @@ mod tests {
             },
             0.95,
         );
-        assert_eq!(p.disk_queued(), None, "0.29 in flight over the second");
+        assert_eq!(p.disk_queued(), None, "0.2 in flight over the 0.95 s");
         // The 150 MB/s disk under its forced rate: a short queue, or more than the step's least.
         run(&mut p, 1, 27, 0.25);
         run(&mut p, 1, 21, 0.36);

@@ -3,6 +3,7 @@ use std::{collections::HashMap, time::Duration};
 
 use crate::system::{
     devices::{DevId, Disk},
+    diskstats::DiskCounters,
     vmstat::DirtyState,
 };
 
@@ -81,6 +82,15 @@ pub struct DiskDelta {
 }
 
 impl DiskDelta {
+    /// What the disk did from the `before` reading of its counters to the `now` one.
+    pub fn between(before: &DiskCounters, now: &DiskCounters) -> Self {
+        DiskDelta {
+            written: now.written_bytes.saturating_sub(before.written_bytes),
+            write_ms: now.write_ms.saturating_sub(before.write_ms),
+            in_flight: now.in_flight,
+        }
+    }
+
     /// Seconds writes spent in flight, summed over requests: over a span of time, the average
     /// number of writes queued or in service is this divided by the span.
     pub fn writing(&self) -> f64 {

@@ -162,12 +162,7 @@ impl Probe {
             .iter()
             .map(|(dev, c)| {
                 let before = self.disks.get(dev).copied().unwrap_or(*c);
-                let delta = DiskDelta {
-                    written: c.written_bytes.saturating_sub(before.written_bytes),
-                    write_ms: c.write_ms.saturating_sub(before.write_ms),
-                    in_flight: c.in_flight,
-                };
-                (*dev, delta)
+                (*dev, DiskDelta::between(&before, c))
             })
             .collect();
         self.disks = now_disks;
