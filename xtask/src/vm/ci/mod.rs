@@ -1180,17 +1180,21 @@ mod tests {
             let e = check(text).unwrap_err().to_string();
             assert!(e.contains(why), "{e}");
         };
-        let kept = dir.join("results/disks.json");
-        std::fs::write(&kept, r#"{"at-least:serial:data": 2e7}"#).unwrap();
+        // The daemon's speeds file, with or without the "no room" answer.
+        let keep_no_room = |no_room: bool| {
+            let text = if no_room {
+                r#"{"at-least:serial:data": 2e7, "no-room:serial:data": 25000000.0}"#
+            } else {
+                r#"{"at-least:serial:data": 2e7}"#
+            };
+            std::fs::write(dir.join("results/disks.json"), text).unwrap();
+        };
+        keep_no_room(false);
         fails(
             format!("{restrict}{}{no_room}{}", window(7), release(49)),
             "not kept in the daemon's speeds file",
         );
-        std::fs::write(
-            &kept,
-            r#"{"at-least:serial:data": 2e7, "no-room:serial:data": 25000000.0}"#,
-        )
-        .unwrap();
+        keep_no_room(true);
         let ok = check(format!("{restrict}{}{no_room}{}", window(7), release(49))).unwrap();
         assert!(
             ok.starts_with(
@@ -1279,7 +1283,7 @@ mod tests {
             under the rate forced to 50.0 MB/s for the room the disk seemed to show: back to 25.0 \
             MB/s, no room to spare at it (/sys/fs/cgroup/session waited most); the first \
             take-back on this disk: its answer holds for this restriction only\n";
-        std::fs::write(&kept, r#"{"at-least:serial:data": 2e7}"#).unwrap();
+        keep_no_room(false);
         let ok = check(format!(
             "{restrict}{}{room}{back}{}",
             window(7),
@@ -1319,11 +1323,7 @@ mod tests {
             format!("{restrict}{}{room}{later}{}", window(7), release(49)),
             "not kept in the daemon's speeds file",
         );
-        std::fs::write(
-            &kept,
-            r#"{"at-least:serial:data": 2e7, "no-room:serial:data": 25000000.0}"#,
-        )
-        .unwrap();
+        keep_no_room(true);
         let ok = check(format!(
             "{restrict}{}{room}{later}{}",
             window(7),
