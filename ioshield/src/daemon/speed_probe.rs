@@ -252,18 +252,16 @@ impl Span {
         reading.add(delta, seconds);
         self.readings.push_back(reading);
         let min = pressure::MIN_SPAN.as_secs_f64();
-        let after_first = |r: &std::collections::VecDeque<Window>| -> f64 {
-            r.iter().skip(1).map(|w| w.seconds).sum()
-        };
-        while self.readings.len() > 1 && after_first(&self.readings) >= min {
+        // Drop the oldest reading while the ones after it still span `min`.
+        while self.readings.len() > 1
+            && self.readings.iter().skip(1).map(|w| w.seconds).sum::<f64>() >= min
+        {
             self.readings.pop_front();
         }
-        let total = self.readings.iter().fold(Window::default(), |mut t, w| {
-            t.bytes += w.bytes;
-            t.writing += w.writing;
-            t.seconds += w.seconds;
-            t
-        });
+        let total = self
+            .readings
+            .iter()
+            .fold(Window::default(), |t, w| t.joined(w));
         (total.seconds >= min).then_some(total)
     }
 }
@@ -283,6 +281,15 @@ impl Window {
         self.bytes += delta.written;
         self.writing += delta.writing();
         self.seconds += seconds;
+    }
+
+    /// This window followed by `next`.
+    fn joined(self, next: &Window) -> Window {
+        Window {
+            bytes: self.bytes + next.bytes,
+            writing: self.writing + next.writing,
+            seconds: self.seconds + next.seconds,
+        }
     }
 
     /// The rate the disk showed room for, if it completed at least `busy_share` of `top` (the

@@ -39,7 +39,8 @@ impl OthersStall {
     }
 
     /// Whether a sample at `now` is worth reading: not within [`HEAR_EVERY`] of the last one
-    /// (the engine hears the others before and after each step of a tick, and between ticks).
+    /// (the engine hears the others before and after each step of a tick, and between ticks),
+    /// less 10 ms, so that the hearing timer's own jitter does not skip a reading.
     pub fn due(&self, now: Instant) -> bool {
         self.samples.back().is_none_or(|(at, _)| {
             now.saturating_duration_since(*at) >= HEAR_EVERY - Duration::from_millis(10)
