@@ -471,6 +471,20 @@ impl Method {
     }
 
     /// The same restriction with its memory.high, where it sets one, passed through `f`.
+    /// The same restriction with memory.high `share` (0 to 1) of the way up from `from` to
+    /// the one it has, where it is higher (off stays off).
+    pub fn with_memory_high_on_the_way(self, from: Option<u64>, share: f64) -> Method {
+        let Some(from) = from else {
+            return self;
+        };
+        self.map_memory_high(|m| {
+            if m <= from {
+                return m;
+            }
+            from + ((m - from) as f64 * share.clamp(0.0, 1.0)) as u64
+        })
+    }
+
     fn map_memory_high(mut self, f: impl FnOnce(u64) -> u64) -> Method {
         if let Method::Cgroup(CgroupLimits { memory_high, .. })
         | Method::SystemdScope(ScopeLimits { memory_high, .. }) = &mut self
@@ -887,6 +901,34 @@ mod tests {
         off.memory_high = crate::config::MemoryHigh::Off;
         let (m, _) = method_for(&disk(), &off, MEASURED, &Ok(systemd()));
         assert_eq!(high(&m.with_memory_high_at_most(8 << 20)), None);
+    }
+
+    #[test]
+    fn memory_high_on_the_way_up_from_a_lower_one() {
+        let policy = Config::default().policy_for(None).clone();
+        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
+        let high = |m: &Method| match m {
+            Method::SystemdScope(l) => l.memory_high,
+            _ => panic!("{m:?}"),
+        };
+        let full = m.clone().with_memory_high_at_least(44 << 20);
+        let way = |from, share| high(&full.clone().with_memory_high_on_the_way(from, share));
+        assert_eq!(way(Some(8 << 20), 0.0), Some(8 << 20));
+        assert_eq!(way(Some(8 << 20), 0.5), Some(26 << 20));
+        assert_eq!(way(Some(8 << 20), 1.0), Some(44 << 20));
+        assert_eq!(
+            way(Some(64 << 20), 0.5),
+            Some(44 << 20),
+            "not from a higher one"
+        );
+        assert_eq!(way(None, 0.5), Some(44 << 20));
+        let mut off = policy.clone();
+        off.memory_high = crate::config::MemoryHigh::Off;
+        let (m, _) = method_for(&disk(), &off, MEASURED, &Ok(systemd()));
+        assert_eq!(
+            high(&m.with_memory_high_on_the_way(Some(8 << 20), 0.5)),
+            None
+        );
     }
 
     #[test]

@@ -159,17 +159,19 @@ impl Engine {
     }
 
     /// Hears the others and the disk for each such probe between ticks; returns whether a
-    /// step was taken back, for the daemon to step at once and hold the rate again.
+    /// step was taken back, or heard with the disk keeping up under it for another span, for
+    /// the daemon to tick at once: to hold the rate again, or to raise the writer's
+    /// memory.high toward the forced rate's.
     pub fn hear_between_ticks(&mut self, actuator: &Actuator) -> bool {
-        let mut took_back = false;
+        let mut changed = false;
         for (disk, rt) in self
             .disks
             .iter_mut()
             .filter(|(_, rt)| rt.restriction.is_some())
         {
-            took_back |= hear_others(disk, rt, actuator);
+            changed |= hear_others(disk, rt, actuator);
         }
-        took_back
+        changed
     }
 
     /// How often the dirty counts of writers held by `memory.high` are refreshed on this
@@ -805,6 +807,7 @@ impl Engine {
                         Some(held) => at_onset(method, held, self.kernel),
                         None => method,
                     };
+                    let held_method = method.clone();
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
                         hear_others(disk, rt, fx.actuator);
                         let probed = rt.speed_probe.step(method.clone(), estimate, &policy, held);
@@ -839,6 +842,24 @@ impl Engine {
                     let (method, why) = match with_company(method, beside) {
                         (method, Some(clause)) => (method, format!("{why}; {clause}")),
                         (method, None) => (method, why),
+                    };
+                    // Under a room step the disk has not been heard keeping up with yet, the
+                    // writer's memory.high goes up from the one of the rate it was held at.
+                    let (method, why) = match rt.speed_probe.room_ramp() {
+                        Some(share) => {
+                            let beside = company(&inside, &held_method);
+                            let (from, clause) = with_company(held_method, beside);
+                            let method =
+                                method.with_memory_high_on_the_way(from.memory_high(), share);
+                            let clause = clause.map_or_else(String::new, |c| format!("; {c}"));
+                            let why = format!(
+                                "{why}; memory.high {:.0}% of the way up from the held rate's \
+                                 until the disk is heard keeping up{clause}",
+                                share * 100.0
+                            );
+                            (method, why)
+                        }
+                        None => (method, why),
                     };
                     // Every process in the restriction, as the held score counts them.
                     let held: HashSet<u32> = members
@@ -1130,7 +1151,8 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
 /// [`HEAR_EVERY`] between them ([`Engine::hear_between_ticks`]), and has it take back the step
 /// that forced the rate up for room when they waited too long, or when the disk queued without
 /// using the room ([`SpeedProbe::disk_queued`]): the window's room was not the disk's. Returns
-/// whether it took the step back.
+/// whether it took the step back, or heard the disk keep up under it for another span
+/// ([`SpeedProbe::room_ramp`]): either way the restriction is to change at once.
 fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
     if !rt.speed_probe.hears_others() {
         rt.others.reset();
@@ -1144,6 +1166,7 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
         return false;
     }
     let counters = diskstats::read().remove(&disk.id);
+    let ramp = rt.speed_probe.room_ramp();
     if let (Some((at, before)), Some(counters)) = (rt.heard_disk, counters) {
         let seconds = now.saturating_duration_since(at).as_secs_f64();
         rt.speed_probe
@@ -1156,9 +1179,20 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
         rt.heard_disk = None;
         return true;
     }
+    let heard = ramp.is_some() && rt.speed_probe.room_ramp() != ramp;
+    if heard {
+        let (spans, (rate, queue)) = rt.speed_probe.kept_up();
+        tracing::info!(
+            "{}: the disk kept up under the rate forced for room ({} with {queue:.2} writes in \
+             flight), {spans} span(s) of {:.2}s: the writer's memory.high goes up",
+            disk.label(),
+            show_rate(rate),
+            crate::detect::pressure::MIN_SPAN.as_secs_f64()
+        );
+    }
     let totals = pressure::io_some_totals(&actuator.others());
     let Some(stall) = rt.others.observe(now, totals) else {
-        return false;
+        return heard;
     };
     let most = stall
         .cgroup
@@ -1176,7 +1210,7 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
             took_back(disk, rt, &format!("{why} ({most} waited most)"));
             true
         }
-        None => false,
+        None => heard,
     }
 }
 

@@ -147,7 +147,8 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 }
             }
             // Only while a step forced the rate up for room: taken back, the rate is held
-            // again at once, not at the next tick.
+            // again at once, not at the next tick; heard kept up with, the writer's memory.high
+            // goes up toward the forced rate's at once.
             _ = hearing.tick(), if engine.hears_others() => {
                 if engine.hear_between_ticks(&actuator) {
                     ticker.reset_immediately();

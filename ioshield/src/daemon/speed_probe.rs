@@ -365,7 +365,20 @@ pub struct SpeedProbe {
     /// A span since such a step over which the disk queued without using the room: what it
     /// completed (bytes per second) and its writes in flight ([`ROOM_QUEUED`]).
     queued_under_room: Option<(f64, f64)>,
+    /// Spans of [`pressure::MIN_SPAN`] heard since such a step, each after the last, that
+    /// showed the disk keeping up under it: the writer's memory.high goes up with them
+    /// ([`SpeedProbe::room_ramp`]).
+    kept_up: u32,
+    /// Seconds heard since the step or the last span counted in `kept_up`.
+    since_kept_up: f64,
+    /// What the disk did over the last span counted in `kept_up`: bytes per second and writes
+    /// in flight, for the log.
+    last_kept_up: (f64, f64),
 }
+
+/// The spans a room step is heard kept up with before the writer has the memory.high of the
+/// forced rate ([`SpeedProbe::room_ramp`]).
+const RAMP_SPANS: u32 = 3;
 
 /// A probe's state before a step that forced the rate up for room: see
 /// [`SpeedProbe::others_stalled`].
@@ -478,6 +491,27 @@ impl SpeedProbe {
         self.before_room.is_some()
     }
 
+    /// How far the writer's memory.high is from the one it was held at before the last step,
+    /// which forced the rate up for room from a held rate, to that of the forced rate (0 to 1),
+    /// while it is on the way: a step up each [`pressure::MIN_SPAN`] heard with the disk
+    /// keeping up, over [`RAMP_SPANS`] of them. A step for room from a forced rate keeps the
+    /// memory.high of its own rate: the disk kept up under the last one, and the 150 MB/s
+    /// disk, whose rooms are doubled every 5 s, would spend each step's first seconds at the
+    /// held rate's memory.high. Raised with the step, to a second of the forced rate, a false
+    /// room's 30 MB/s disk queued the writer's 47 MB at once, and taken back, lowering it again
+    /// to 8 MiB held the daemon 253 ms reclaiming 48 MB (stop 69's hearing runs). Held at the
+    /// 8 MiB until the disk kept up, it did keep up, and queued once raised (stop 70).
+    pub fn room_ramp(&self) -> Option<f64> {
+        (self.before_room.is_some_and(|b| b.forced.is_none()) && self.kept_up < RAMP_SPANS)
+            .then(|| f64::from(self.kept_up) / f64::from(RAMP_SPANS))
+    }
+
+    /// How many spans the disk was heard keeping up under the last room step, and what it
+    /// did over the last of them (bytes per second, writes in flight).
+    pub fn kept_up(&self) -> (u32, (f64, f64)) {
+        (self.kept_up, self.last_kept_up)
+    }
+
     /// The cgroups beside the restriction waited on I/O `share` of the last span heard. When
     /// the last step forced the rate up for room and that is [`OTHERS_HURT`] or more, the room
     /// was not the disk's: the step is taken back (with the lower bound it proved), and a step
@@ -510,6 +544,8 @@ impl SpeedProbe {
         let before = self.before_room.take()?;
         self.under_room = Span::default();
         self.queued_under_room = None;
+        self.kept_up = 0;
+        self.since_kept_up = 0.0;
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
         self.room = before.room;
@@ -602,6 +638,7 @@ impl SpeedProbe {
         let Some(before) = self.before_room else {
             return;
         };
+        self.since_kept_up += seconds;
         let Some(span) = self.under_room.add(delta, seconds) else {
             return;
         };
@@ -611,6 +648,10 @@ impl SpeedProbe {
         );
         if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
             self.queued_under_room = Some((rate, queue));
+        } else if self.since_kept_up >= pressure::MIN_SPAN.as_secs_f64() {
+            self.kept_up += 1;
+            self.since_kept_up = 0.0;
+            self.last_kept_up = (rate, queue);
         }
     }
 
@@ -739,6 +780,8 @@ impl SpeedProbe {
         self.before_room = None;
         self.under_room = Span::default();
         self.queued_under_room = None;
+        self.kept_up = 0;
+        self.since_kept_up = 0.0;
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
         // that moved it) until the rate was forced.
@@ -1163,26 +1206,36 @@ mod tests {
             "{why}"
         );
         // memory.high follows: the default policy's max_flush_seconds of the forced rate, above
-        // the 32 MiB the restriction was made with.
+        // the 32 MiB the restriction was made with; the engine ramps it up to that as spans
+        // under the step show the disk keeping up.
         assert_eq!(
             memory_high(&m),
             Some((50e6 * policy().max_flush_seconds) as u64)
         );
         assert!(memory_high(&m) > Some(crate::config::MemoryHigh::FLOOR));
+        assert_eq!(p.room_ramp(), Some(0.0));
+        p.hear(&DiskDelta::default(), 0.5);
+        assert_eq!(p.room_ramp(), Some(0.0), "half a span");
+        run(&mut p, 1, 50, 0.2);
+        assert_eq!(p.room_ramp(), Some(1.0 / 3.0));
         // Forced: no more windows.
-        run(&mut p, 2, 50, 0.2);
+        run(&mut p, 1, 50, 0.2);
         let (m, _) = assumed(&mut p, at(2)).unwrap();
         assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
+        assert_eq!(p.room_ramp(), Some(2.0 / 3.0), "a span after the last");
         run(&mut p, 3, 50, 0.2);
+        assert_eq!(p.room_ramp(), None, "the way up done");
         let (m, _) = assumed(&mut p, at(5)).unwrap();
         assert_eq!(m.rate_range(), Some((100_000_000, 100_000_000)));
         assert_eq!(
             memory_high(&m),
             Some((100e6 * policy().max_flush_seconds) as u64)
         );
+        assert_eq!(p.room_ramp(), None, "room again, from a forced rate");
+        run(&mut p, 1, 60, 0.2);
         assert_eq!(p.room_proven(), Some(100e6), "forced for room again");
         // 150 MB/s of busy speed at 100 MB/s: half of it is no step of its own.
-        run(&mut p, 5, 100, 0.67);
+        run(&mut p, 4, 100, 0.67);
         let (m, _) = assumed(&mut p, at(10)).unwrap();
         assert_eq!(m.rate_range(), Some((125_000_000, 125_000_000)));
         assert_eq!(
@@ -1398,6 +1451,7 @@ mod tests {
         let (m, _) = listened(&mut p, 0, 21, 0.23).unwrap();
         let (forced, _) = m.rate_range().unwrap();
         assert!((40_000_000..50_000_000).contains(&forced), "{forced}");
+        assert_eq!(p.room_ramp(), Some(0.0), "not heard yet");
         assert_eq!(p.disk_queued(), None, "nothing seen under it yet");
         // A short reading is not judged alone: 50 ms with 2 writes in flight, then the rest
         // of the second with a short queue.
@@ -1419,6 +1473,8 @@ mod tests {
             0.95,
         );
         assert_eq!(p.disk_queued(), None, "0.2 in flight over the 0.95 s");
+        assert_eq!(p.room_ramp(), Some(1.0 / 3.0), "a span that kept up");
+        assert_eq!(p.kept_up().0, 1);
         // The 150 MB/s disk under its forced rate: a short queue, or more than the step's least.
         run(&mut p, 1, 27, 0.25);
         run(&mut p, 1, 21, 0.36);
