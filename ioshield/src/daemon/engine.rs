@@ -853,9 +853,11 @@ impl Engine {
                                 method.with_memory_high_on_the_way(from.memory_high(), share);
                             let clause = clause.map_or_else(String::new, |c| format!("; {c}"));
                             let why = format!(
-                                "{why}; memory.high {:.0}% of the way up from the held rate's \
-                                 until the disk is heard keeping up{clause}",
-                                share * 100.0
+                                "{why}; memory.high {:.0}% of the way from the held rate's to \
+                                 the forced rate's, raised each {:.2}s the disk is heard \
+                                 keeping up{clause}",
+                                share * 100.0,
+                                crate::detect::pressure::MIN_SPAN.as_secs_f64()
                             );
                             (method, why)
                         }

@@ -121,6 +121,92 @@ pub(super) fn room_kept(run: &Path, room: &str) -> Result<String> {
     }
 }
 
+/// The first room step keeps the writer's memory.high where the held rate had it, and raises
+/// it as the disk is heard keeping up (`SpeedProbe::room_ramp`), to a second of the forced rate
+/// (the shipped `max_flush_seconds`): raised at once, a false room's 30 MB/s disk queued the
+/// writer's 47 MB before anything heard it (docs/bench/speed-probe.md, stop 70). Read from the
+/// room step's line to the next step, take-back or release.
+pub(super) fn memory_high_ramped(run: &Path) -> Result<String> {
+    ramped_in(&daemon_log(run)?)
+}
+
+/// How the daemon says the disk kept up under a room step, one span more
+/// (`engine::hear_others`).
+const KEPT_UP: &str = "the disk kept up under the rate forced for room";
+
+fn ramped_in(text: &str) -> Result<String> {
+    let is_room =
+        |l: &str| l.contains("retune pid") && l.contains("writes in flight: room to spare)");
+    let mut lines = text.lines().skip_while(|l| !is_room(l));
+    let Some(step) = lines.next() else {
+        bail!("no room step in the daemon's log");
+    };
+    let Some(rate) = room_rate(step) else {
+        bail!("no forced rate in the room step: {step}");
+    };
+    let Some(at_step) = memory_high(step) else {
+        bail!("no memory.high in the room step: {step}");
+    };
+    // The daemon shows memory.high in whole MiB, rounded down.
+    let full = (rate / f64::from(1u32 << 20)) as u64;
+    if at_step >= full {
+        bail!(
+            "memory.high {at_step}M at the room step for {:.1} MB/s: raised at once",
+            rate / 1e6
+        );
+    }
+    let mut seen = vec![at_step];
+    let mut spans = 0;
+    for line in lines {
+        if line.contains(KEPT_UP) {
+            spans += 1;
+        } else if line.contains("retune pid") {
+            // The ramp's retunes repeat the step's words; the next step names another rate.
+            if room_rate(line).is_some_and(|r| r != rate) || line.contains("a quarter more") {
+                break;
+            }
+            seen.extend(memory_high(line));
+        } else if line.contains("release pid") || line.contains("seemed to show: back to") {
+            return Ok(format!(
+                "not applicable: the room step ended before its memory.high reached {full}M \
+                 ({})",
+                show(&seen)
+            ));
+        }
+        if seen.last().is_some_and(|m| *m >= full) {
+            break;
+        }
+    }
+    let rose = seen.windows(2).all(|w| w[0] <= w[1]);
+    match seen.last() {
+        Some(last) if *last >= full && rose && spans > 0 => Ok(format!(
+            "memory.high {} under the room step for {:.1} MB/s, over {spans} span(s) the disk \
+             kept up",
+            show(&seen),
+            rate / 1e6
+        )),
+        _ => bail!(
+            "memory.high {} under the room step for {:.1} MB/s, {spans} span(s) heard kept up: \
+             not up to the forced rate's {full}M step by step",
+            show(&seen),
+            rate / 1e6
+        ),
+    }
+}
+
+/// The `memory.high=NM` of a daemon's retune line, MiB.
+fn memory_high(line: &str) -> Option<u64> {
+    let (_, after) = line.split_once(" memory.high=")?;
+    after.split_once('M')?.0.parse().ok()
+}
+
+fn show(seen: &[u64]) -> String {
+    seen.iter()
+        .map(|m| format!("{m}M"))
+        .collect::<Vec<_>>()
+        .join(" -> ")
+}
+
 /// How the daemon says a rate its speed probe forced for the disk's room is kept as a lower
 /// bound (`engine::keep_room_proven`).
 const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed";
@@ -307,6 +393,69 @@ mod tests {
         std::fs::write(&log, restrict).unwrap();
         let e = forced_by_room(&dir).err().unwrap().to_string();
         assert!(e.contains("no window the disk's counters cover"), "{e}");
+    }
+
+    /// The ramp check follows memory.high from the room step (6.12's 8 MiB beside others) to
+    /// the forced rate's, and fails when the step raised it at once or it stopped short.
+    #[test]
+    fn the_ramp_check_wants_memory_high_raised_step_by_step() {
+        let retune = |t: &str, mh: u64, why: &str| {
+            format!(
+                "2026-12-05T17:58:{t}Z  INFO retune pid 246 on /dev/vda: io.weight=25 (iocost \
+                 on, disk not measured: modelled at 25.0MB/s, the rate held at 53.0MB/s) \
+                 memory.high={mh}M ({why}) pid=246 action=\"retune\"\n"
+            )
+        };
+        let room = "the disk's speed is only known to be at least 26.5 MB/s after 10s: the rate \
+            held at 53.1 MB/s at least (it wrote 25.2 MB/s with 0.14 writes in flight: room to \
+            spare), raised every 5s until the disk shows its speed";
+        let kept = |t: &str, n: u32| {
+            format!(
+                "2026-12-05T17:58:{t}Z  INFO /dev/vda: the disk kept up under the rate forced \
+                 for room (24.4 MB/s with 0.20 writes in flight), {n} span(s) of 0.75s: the \
+                 writer's memory.high goes up\n"
+            )
+        };
+        let held = retune("38", 8, "the disk's speed is not known after 7s");
+        let ramped = [
+            held.clone(),
+            retune("41", 8, room),
+            kept("41.8", 1),
+            retune("41.9", 22, room),
+            kept("42.8", 2),
+            retune("42.9", 36, room),
+            kept("43.8", 3),
+            retune("43.9", 50, room),
+        ]
+        .concat();
+        assert_eq!(
+            super::ramped_in(&ramped).unwrap(),
+            "memory.high 8M -> 22M -> 36M -> 50M under the room step for 53.1 MB/s, over 3 \
+             span(s) the disk kept up"
+        );
+        let at_once = [held.clone(), retune("41", 50, room)].concat();
+        let e = super::ramped_in(&at_once).unwrap_err().to_string();
+        assert!(
+            e.contains("memory.high 50M at the room step for 53.1 MB/s: raised at once"),
+            "{e}"
+        );
+        let short = [
+            held.clone(),
+            retune("41", 8, room),
+            kept("41.8", 1),
+            retune("41.9", 22, room),
+        ]
+        .concat();
+        let e = super::ramped_in(&short).unwrap_err().to_string();
+        assert!(e.contains("not up to the forced rate's 50M"), "{e}");
+        let taken_back = format!(
+            "{short}2026-12-05T17:58:42Z  INFO /dev/vda: the disk queued 0.60 writes in flight \
+             completing 30.9 MB/s under the rate forced to 53.1 MB/s for the room the disk \
+             seemed to show: back to 26.5 MB/s, no room to spare at it\n"
+        );
+        let n = super::ramped_in(&taken_back).unwrap();
+        assert!(n.starts_with("not applicable: the room step ended"), "{n}");
+        assert!(super::ramped_in(&held).is_err(), "no room step");
     }
 
     /// The room check reads the step's forced rate, also from a line whose restriction names

@@ -297,7 +297,8 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                         Ok(match fast_disk::forced_by_room(&dir.join(name))? {
                             Probe::Room(probe) => {
                                 let kept = fast_disk::room_kept(&dir.join(name), &probe)?;
-                                Probe::Room(format!("{probe}; {kept}; {}", p.line()))
+                                let ramp = fast_disk::memory_high_ramped(&dir.join(name))?;
+                                Probe::Room(format!("{probe}; {kept}; {ramp}; {}", p.line()))
                             }
                             not_fast => not_fast,
                         })
