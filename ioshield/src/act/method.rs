@@ -877,14 +877,23 @@ mod tests {
         assert_eq!(Method::Ioprio.lightened(), None);
     }
 
-    #[test]
-    fn memory_high_lowered_only_where_higher() {
-        let policy = Config::default().policy_for(None).clone();
-        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
-        let high = |m: &Method| match m {
+    /// The shipped policy's restriction through systemd on a measured disk, with `memory_high`.
+    fn through_systemd(memory_high: crate::config::MemoryHigh) -> Method {
+        let mut policy = Config::default().policy_for(None).clone();
+        policy.memory_high = memory_high;
+        method_for(&disk(), &policy, MEASURED, &Ok(systemd())).0
+    }
+
+    fn high(m: &Method) -> Option<u64> {
+        match m {
             Method::SystemdScope(l) => l.memory_high,
             _ => panic!("{m:?}"),
-        };
+        }
+    }
+
+    #[test]
+    fn memory_high_lowered_only_where_higher() {
+        let m = through_systemd(crate::config::MemoryHigh::Auto);
         assert_eq!(high(&m), Some(crate::config::MemoryHigh::FLOOR));
         let lowered = m.clone().with_memory_high_at_most(8 << 20);
         assert_eq!(high(&lowered), Some(8 << 20));
@@ -897,21 +906,14 @@ mod tests {
             high(&lowered.with_memory_high_at_most(64 << 20)),
             Some(8 << 20)
         );
-        let mut off = policy.clone();
-        off.memory_high = crate::config::MemoryHigh::Off;
-        let (m, _) = method_for(&disk(), &off, MEASURED, &Ok(systemd()));
-        assert_eq!(high(&m.with_memory_high_at_most(8 << 20)), None);
+        let off = through_systemd(crate::config::MemoryHigh::Off);
+        assert_eq!(high(&off.with_memory_high_at_most(8 << 20)), None);
     }
 
     #[test]
     fn memory_high_on_the_way_up_from_a_lower_one() {
-        let policy = Config::default().policy_for(None).clone();
-        let (m, _) = method_for(&disk(), &policy, MEASURED, &Ok(systemd()));
-        let high = |m: &Method| match m {
-            Method::SystemdScope(l) => l.memory_high,
-            _ => panic!("{m:?}"),
-        };
-        let full = m.clone().with_memory_high_at_least(44 << 20);
+        let full =
+            through_systemd(crate::config::MemoryHigh::Auto).with_memory_high_at_least(44 << 20);
         let way = |from, share| high(&full.clone().with_memory_high_on_the_way(from, share));
         assert_eq!(way(Some(8 << 20), 0.0), Some(8 << 20));
         assert_eq!(way(Some(8 << 20), 0.5), Some(26 << 20));
@@ -922,11 +924,9 @@ mod tests {
             "not from a higher one"
         );
         assert_eq!(way(None, 0.5), Some(44 << 20));
-        let mut off = policy.clone();
-        off.memory_high = crate::config::MemoryHigh::Off;
-        let (m, _) = method_for(&disk(), &off, MEASURED, &Ok(systemd()));
+        let off = through_systemd(crate::config::MemoryHigh::Off);
         assert_eq!(
-            high(&m.with_memory_high_on_the_way(Some(8 << 20), 0.5)),
+            high(&off.with_memory_high_on_the_way(Some(8 << 20), 0.5)),
             None
         );
     }

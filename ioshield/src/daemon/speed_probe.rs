@@ -1232,10 +1232,9 @@ mod tests {
             Some((100e6 * policy().max_flush_seconds) as u64)
         );
         assert_eq!(p.room_ramp(), None, "room again, from a forced rate");
-        run(&mut p, 1, 60, 0.2);
         assert_eq!(p.room_proven(), Some(100e6), "forced for room again");
         // 150 MB/s of busy speed at 100 MB/s: half of it is no step of its own.
-        run(&mut p, 4, 100, 0.67);
+        run(&mut p, 5, 100, 0.67);
         let (m, _) = assumed(&mut p, at(10)).unwrap();
         assert_eq!(m.rate_range(), Some((125_000_000, 125_000_000)));
         assert_eq!(
