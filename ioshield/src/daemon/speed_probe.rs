@@ -17,7 +17,7 @@ use crate::{
     config::DevicePolicy,
     detect::{bandwidth::Estimate, pressure},
     display::show_rate,
-    model::sample::DiskDelta,
+    model::{sample::DiskDelta, sliding_span::SlidingSpan},
 };
 
 /// How long a restriction on a disk whose capacity is not known (not measured, or only a lower
@@ -237,32 +237,54 @@ pub fn answer_to_keep(
     }
 }
 
-/// The readings of a disk heard under a room step, back to the latest one a span of
-/// [`pressure::MIN_SPAN`] or more may start at.
+/// What the disk did since a step that forced the rate up for room, heard every
+/// [`pressure::HEAR_EVERY`] ([`SpeedProbe::hear`]): judged over the last [`pressure::MIN_SPAN`]
+/// or more, as the others' wait is, so that a short reading is not judged alone.
 #[derive(Clone, Debug, Default, PartialEq)]
-struct Span {
-    readings: std::collections::VecDeque<Window>,
+struct UnderRoom {
+    /// What the disk did since the step, in all.
+    heard: Window,
+    /// `heard` at each reading, by the seconds heard then.
+    readings: SlidingSpan<Duration, Window>,
+    /// A span over which the disk queued without using the room: what it completed (bytes per
+    /// second) and its writes in flight ([`ROOM_QUEUED`]).
+    queued: Option<(f64, f64)>,
+    /// Spans of [`pressure::MIN_SPAN`], each after the last, that showed the disk keeping up:
+    /// the writer's memory.high goes up with them ([`SpeedProbe::room_ramp`]).
+    kept_up: u32,
+    /// Seconds heard since the step or the last span counted in `kept_up`.
+    since_kept_up: f64,
+    /// What the disk did over the last span counted in `kept_up`: bytes per second and writes
+    /// in flight, for the log.
+    last_kept_up: (f64, f64),
 }
 
-impl Span {
-    /// Adds a reading of `seconds`; returns what the disk did over the span of at least
-    /// [`pressure::MIN_SPAN`] that ends with it, if the readings reach that far back.
-    fn add(&mut self, delta: &DiskDelta, seconds: f64) -> Option<Window> {
-        let mut reading = Window::default();
-        reading.add(delta, seconds);
-        self.readings.push_back(reading);
-        let min = pressure::MIN_SPAN.as_secs_f64();
-        // Drop the oldest reading while the ones after it still span `min`.
-        while self.readings.len() > 1
-            && self.readings.iter().skip(1).map(|w| w.seconds).sum::<f64>() >= min
-        {
-            self.readings.pop_front();
+impl UnderRoom {
+    /// Adds a reading of `seconds`, under a step that let the writer write `top` at most.
+    fn hear(&mut self, delta: &DiskDelta, seconds: f64, top: f64) {
+        if self.readings.last_at().is_none() {
+            // The step itself: the first span starts there.
+            self.readings
+                .push(Duration::ZERO, Window::default(), pressure::MIN_SPAN);
         }
-        let total = self
-            .readings
-            .iter()
-            .fold(Window::default(), |t, w| t.joined(w));
-        (total.seconds >= min).then_some(total)
+        self.heard.add(delta, seconds);
+        self.since_kept_up += seconds;
+        let at = Duration::try_from_secs_f64(self.heard.seconds).unwrap_or_default();
+        let Some(span) = self.readings.push(at, self.heard, pressure::MIN_SPAN) else {
+            return;
+        };
+        let span = span.end.since(span.start);
+        let (rate, queue) = (
+            span.bytes as f64 / span.seconds,
+            span.writing / span.seconds,
+        );
+        if queue >= ROOM_QUEUED && rate < QUARTER * top {
+            self.queued = Some((rate, queue));
+        } else if self.since_kept_up >= pressure::MIN_SPAN.as_secs_f64() {
+            self.kept_up += 1;
+            self.since_kept_up = 0.0;
+            self.last_kept_up = (rate, queue);
+        }
     }
 }
 
@@ -283,12 +305,12 @@ impl Window {
         self.seconds += seconds;
     }
 
-    /// This window followed by `next`.
-    fn joined(self, next: &Window) -> Window {
+    /// What the disk did after `earlier`, a reading of the same running total.
+    fn since(&self, earlier: &Window) -> Window {
         Window {
-            bytes: self.bytes + next.bytes,
-            writing: self.writing + next.writing,
-            seconds: self.seconds + next.seconds,
+            bytes: self.bytes.saturating_sub(earlier.bytes),
+            writing: self.writing - earlier.writing,
+            seconds: self.seconds - earlier.seconds,
         }
     }
 
@@ -358,22 +380,8 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// What the disk did since such a step, heard every [`pressure::HEAR_EVERY`]
-    /// ([`SpeedProbe::hear`]): judged over the last [`pressure::MIN_SPAN`] or more, as the
-    /// others' wait is, so that a short reading is not judged alone.
-    under_room: Span,
-    /// A span since such a step over which the disk queued without using the room: what it
-    /// completed (bytes per second) and its writes in flight ([`ROOM_QUEUED`]).
-    queued_under_room: Option<(f64, f64)>,
-    /// Spans of [`pressure::MIN_SPAN`] heard since such a step, each after the last, that
-    /// showed the disk keeping up under it: the writer's memory.high goes up with them
-    /// ([`SpeedProbe::room_ramp`]).
-    kept_up: u32,
-    /// Seconds heard since the step or the last span counted in `kept_up`.
-    since_kept_up: f64,
-    /// What the disk did over the last span counted in `kept_up`: bytes per second and writes
-    /// in flight, for the log.
-    last_kept_up: (f64, f64),
+    /// What the disk did since such a step.
+    under_room: UnderRoom,
 }
 
 /// The spans a room step is heard kept up with before the writer has the memory.high of the
@@ -502,14 +510,15 @@ impl SpeedProbe {
     /// to 8 MiB held the daemon 253 ms reclaiming 48 MB (stop 69's hearing runs). Held at the
     /// 8 MiB until the disk kept up, it did keep up, and queued once raised (stop 70).
     pub fn room_ramp(&self) -> Option<f64> {
-        (self.before_room.is_some_and(|b| b.forced.is_none()) && self.kept_up < RAMP_SPANS)
-            .then(|| f64::from(self.kept_up) / f64::from(RAMP_SPANS))
+        let kept_up = self.under_room.kept_up;
+        (self.before_room.is_some_and(|b| b.forced.is_none()) && kept_up < RAMP_SPANS)
+            .then(|| f64::from(kept_up) / f64::from(RAMP_SPANS))
     }
 
     /// How many spans the disk was heard keeping up under the last room step, and what it
     /// did over the last of them (bytes per second, writes in flight).
     pub fn kept_up(&self) -> (u32, (f64, f64)) {
-        (self.kept_up, self.last_kept_up)
+        (self.under_room.kept_up, self.under_room.last_kept_up)
     }
 
     /// The cgroups beside the restriction waited on I/O `share` of the last span heard. When
@@ -532,7 +541,7 @@ impl SpeedProbe {
     /// a sample showed the disk with [`ROOM_QUEUED`] writes in flight or more while it
     /// completed less than the step's least. Returns why, for the daemon's log.
     pub fn disk_queued(&mut self) -> Option<String> {
-        let (rate, queue) = self.queued_under_room.take()?;
+        let (rate, queue) = self.under_room.queued.take()?;
         self.take_back(&format!(
             "the disk queued {queue:.2} writes in flight completing {}",
             show_rate(rate)
@@ -542,10 +551,7 @@ impl SpeedProbe {
     /// Takes back the step that forced the rate up for room, for what was `seen` under it.
     fn take_back(&mut self, seen: &str) -> Option<String> {
         let before = self.before_room.take()?;
-        self.under_room = Span::default();
-        self.queued_under_room = None;
-        self.kept_up = 0;
-        self.since_kept_up = 0.0;
+        self.under_room = UnderRoom::default();
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
         self.room = before.room;
@@ -635,23 +641,8 @@ impl SpeedProbe {
     /// What the disk did over `seconds` since the last reading, heard while the last step
     /// forced the rate up for room ([`SpeedProbe::hears_others`]; ignored otherwise).
     pub fn hear(&mut self, delta: &DiskDelta, seconds: f64) {
-        let Some(before) = self.before_room else {
-            return;
-        };
-        self.since_kept_up += seconds;
-        let Some(span) = self.under_room.add(delta, seconds) else {
-            return;
-        };
-        let (rate, queue) = (
-            span.bytes as f64 / span.seconds,
-            span.writing / span.seconds,
-        );
-        if queue >= ROOM_QUEUED && rate < QUARTER * before.top {
-            self.queued_under_room = Some((rate, queue));
-        } else if self.since_kept_up >= pressure::MIN_SPAN.as_secs_f64() {
-            self.kept_up += 1;
-            self.since_kept_up = 0.0;
-            self.last_kept_up = (rate, queue);
+        if let Some(before) = self.before_room {
+            self.under_room.hear(delta, seconds, before.top);
         }
     }
 
@@ -778,10 +769,7 @@ impl SpeedProbe {
             self.bound_room_at(forced as f64);
         }
         self.before_room = None;
-        self.under_room = Span::default();
-        self.queued_under_room = None;
-        self.kept_up = 0;
-        self.since_kept_up = 0.0;
+        self.under_room = UnderRoom::default();
         let window = std::mem::take(&mut self.window);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
         // that moved it) until the rate was forced.

@@ -2,10 +2,12 @@
 //! stall totals (`system::pressure`), sampled every [`HEAR_EVERY`] while heard, as the highest
 //! share any one of them spent waiting over the last [`MIN_SPAN`] or more.
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::HashMap,
     path::PathBuf,
     time::{Duration, Instant},
 };
+
+use crate::model::sliding_span::SlidingSpan;
 
 /// The shortest time a share is judged over: a stall of a tenth of a second is a third of a
 /// short span and a tenth of a tick, and only the second is a sign of a hurt neighbour.
@@ -29,21 +31,21 @@ pub struct Stall {
 /// The stall totals read since the oldest one a span may still start from, and when.
 #[derive(Clone, Debug, Default)]
 pub struct OthersStall {
-    samples: VecDeque<(Instant, HashMap<PathBuf, u64>)>,
+    totals: SlidingSpan<Instant, HashMap<PathBuf, u64>>,
 }
 
 impl OthersStall {
     /// Forgets every sample: the next one starts afresh.
     pub fn reset(&mut self) {
-        self.samples.clear();
+        self.totals.reset();
     }
 
     /// Whether a sample at `now` is worth reading: not within [`HEAR_EVERY`] of the last one
     /// (the engine hears the others before and after each step of a tick, and between ticks),
     /// less 10 ms, so that the hearing timer's own jitter does not skip a reading.
     pub fn due(&self, now: Instant) -> bool {
-        self.samples.back().is_none_or(|(at, _)| {
-            now.saturating_duration_since(*at) >= HEAR_EVERY - Duration::from_millis(10)
+        self.totals.last_at().is_none_or(|at| {
+            now.saturating_duration_since(at) >= HEAR_EVERY - Duration::from_millis(10)
         })
     }
 
@@ -52,29 +54,17 @@ impl OthersStall {
     /// sample is that old. A cgroup not in both samples (made or removed between them) says
     /// nothing.
     pub fn observe(&mut self, now: Instant, totals: HashMap<PathBuf, u64>) -> Option<Stall> {
-        let old_enough = |at: &Instant| now.saturating_duration_since(*at) >= MIN_SPAN;
-        // Samples before the latest old enough one start no span any more.
-        while self.samples.get(1).is_some_and(|(at, _)| old_enough(at)) {
-            self.samples.pop_front();
-        }
-        let judged = self
-            .samples
-            .front()
-            .filter(|(at, _)| old_enough(at))
-            .map(|(at, base)| {
-                let span = now.saturating_duration_since(*at);
-                let worst = totals
-                    .iter()
-                    .filter_map(|(dir, total)| Some((dir, total.saturating_sub(*base.get(dir)?))))
-                    .filter(|(_, waited)| *waited > 0)
-                    .max_by_key(|(_, waited)| *waited);
-                Stall {
-                    share: worst.map_or(0.0, |(_, w)| w as f64 / 1e6 / span.as_secs_f64()),
-                    cgroup: worst.map(|(d, _)| d.clone()),
-                }
-            });
-        self.samples.push_back((now, totals));
-        judged
+        let span = self.totals.push(now, totals, MIN_SPAN)?;
+        let worst = span
+            .end
+            .iter()
+            .filter_map(|(dir, total)| Some((dir, total.saturating_sub(*span.start.get(dir)?))))
+            .filter(|(_, waited)| *waited > 0)
+            .max_by_key(|(_, waited)| *waited);
+        Some(Stall {
+            share: worst.map_or(0.0, |(_, w)| w as f64 / 1e6 / span.length.as_secs_f64()),
+            cgroup: worst.map(|(d, _)| d.clone()),
+        })
     }
 }
 
