@@ -480,6 +480,14 @@ action = "cgroup"
         assert_eq!(set("50ms").interval(Some((6, 1))), ms(50));
         assert_eq!(set("off").interval(Some((6, 12))), None);
         assert_eq!(set("auto"), RefreshDirtyCounts::Auto);
+        // Current where the daemon refreshes them, or the kernel keeps them so itself; not
+        // where neither does (6.8 and later with the refresh off).
+        assert!(auto.counts_current(Some((6, 12))));
+        assert!(auto.counts_current(Some((6, 1))));
+        assert!(auto.counts_current(None));
+        assert!(set("off").counts_current(Some((6, 1))));
+        assert!(!set("off").counts_current(Some((6, 8))));
+        assert!(!set("off").counts_current(None));
     }
 
     #[test]

@@ -184,6 +184,13 @@ impl RefreshDirtyCounts {
             RefreshDirtyCounts::Off => None,
         }
     }
+
+    /// Whether the kernel's dirty throttling of a writer held by `memory.high` goes by counts
+    /// that are current on a kernel of version `kernel`: the daemon refreshes them, or the
+    /// kernel does not rate-limit its own flush of them (before 6.8).
+    pub fn counts_current(&self, kernel: Option<(u32, u32)>) -> bool {
+        self.interval(kernel).is_some() || kernel.is_some_and(|v| v < Self::RATE_LIMITED_FROM)
+    }
 }
 
 impl Serialize for RefreshDirtyCounts {
