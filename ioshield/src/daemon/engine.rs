@@ -1388,12 +1388,12 @@ fn at_onset(method: Method, held: Duration, kernel: Option<(u32, u32)>) -> Metho
 /// commit paused 0.29 (0.27-0.31) s against 0.46 (0.32-0.51), the copy 0.99x against 0.77x;
 /// a 150 MB/s disk still showed room in its first window. Only where the writer's dirty counts
 /// are current ([`crate::config::RefreshDirtyCounts::counts_current`]: refreshed from 6.8, the
-/// kernel's own before): 8 MiB on 6.12 with the refresh off leaves the disk idle. On 6.1 it was left out at
-/// first (stop 45): the window under 8 MiB showed room the 30 MB/s disk did not have, and the
-/// forced rate paused commit 0.32 (0.27-0.34) s against 0.23 (0.20-0.24). Since a room step is
-/// heard every 250 ms and its memory.high ramped (stops 69-70), such a room costs little: on
-/// 6.1 from stop 71 the copy's commit paused 0.12 (0.12) s against 0.23 (0.37), the load
-/// offender's 0.11 (0.11) against 0.22 (0.22), the writers as fast or faster
+/// kernel's own before): 8 MiB on 6.12 with the refresh off leaves the disk idle. 6.1 was left
+/// out at first (stop 45): the window under 8 MiB showed room the 30 MB/s disk did not have,
+/// and the forced rate paused commit 0.32 (0.27-0.34) s against 0.23 (0.20-0.24). Since a room
+/// step is heard every 250 ms and its memory.high ramped (stops 69-70), such a room costs
+/// little: on 6.1 at stop 71 the copy's commit paused 0.12 (0.12) s against 0.23 (0.37), the
+/// load offender's 0.11 (0.11) against 0.22 (0.22), the writers as fast or faster
 /// (docs/bench/held-rate.md).
 fn held_speed(estimate: Estimate, method: &Method) -> Estimate {
     Estimate {

@@ -130,6 +130,15 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield-auto iocost",
                 held_by_iocost(&dir.join("ioshield-auto"), "disk not measured"),
             );
+            // Held at the assumed speed and in the speed probe's window, beside the innocent
+            // loads, the writer of a disk never measured has the 8 MiB a disk of known speed
+            // gives it, on both kernels: 6.12's dirty counts are refreshed by the daemon, 6.1's
+            // are current by themselves (docs/bench/held-rate.md, stop 71).
+            report(
+                series,
+                "ioshield-auto memory.high beside others",
+                held_beside_others_unmeasured(&dir.join("ioshield-auto")),
+            );
             // The 30 MB/s disk queues in the probe's first window when its writer fills the
             // rate it is held at: that answer stands for the restriction, and no second window
             // costs the innocents again. Under the shipped memory.high the writer stays under
@@ -889,6 +898,41 @@ fn tightened_beside_others(run: &Path, held: &Result<Pauses>, min_mb_s: f64) -> 
     ))
 }
 
+/// The daemon's first restriction in a run on a disk never measured, with the innocent loads
+/// writing beside the offender, and every window of its speed probe, at memory.high 8 MiB.
+fn held_beside_others_unmeasured(run: &Path) -> Result<String> {
+    held_beside_others_unmeasured_in(&daemon_log(run)?)
+}
+
+fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
+    let restrict = text
+        .lines()
+        .find(|l| l.contains("restrict pid"))
+        .context("the daemon restricted nothing")?;
+    let said = text
+        .lines()
+        .take_while(|l| !l.contains("restrict pid"))
+        .find_map(|l| l.split_once(": others write ").map(|(_, w)| w))
+        .with_context(|| format!("no \"others write\" line before the restriction: {restrict}"))?;
+    if !restrict.contains("disk not measured") {
+        bail!("the restriction was not on a disk never measured: {restrict}");
+    }
+    if !restrict.contains(" memory.high=8M") {
+        bail!("held at the assumed speed without 8M beside others ({said}): {restrict}");
+    }
+    let windows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("retune pid") && l.contains("latency control setting the rate"))
+        .collect();
+    if let Some(window) = windows.iter().find(|l| !l.contains(" memory.high=8M")) {
+        bail!("a window without 8M beside others ({said}): {window}");
+    }
+    Ok(format!(
+        "others write {said}; held at 8M, and in {} window(s)",
+        windows.len()
+    ))
+}
+
 /// What a writer held at 8 MiB beside others dirties at least (the disk writes 25-27 MB/s of
 /// the configured 30), on a kernel whose dirty counts the daemon refreshes (6.8 and later):
 /// paced by them it keeps the disk busy (23.4-26.6 MB/s in this check on 6.12), where
@@ -1598,6 +1642,47 @@ mod tests {
 
     /// The tightening check wants the "others write" line before the restriction, 8M in it,
     /// and the writer held there dirtying at least `MIN_HELD_BESIDE_OTHERS_MB_S`.
+    /// 6.1's held writer kept 32 MiB beside the loads until stop 71 (its dirty counts are
+    /// current without the daemon's refresh, but only the refresh counted).
+    #[test]
+    fn the_unmeasured_holding_check_wants_8m_held_and_in_every_window() {
+        let others =
+            "INFO /dev/vda: pid 157: others write 24 kB/s beside it: memory.high at most 8M\n";
+        let restrict = |high: &str| {
+            format!(
+                "INFO restrict pid 157 (ioshield-load) dirtied 6.3 MB in 81 ms on /dev/vda: \
+                 io.weight=1 (iocost on, disk not measured: modelled at 25.0MB/s, the rate held \
+                 at 25.0MB/s) memory.high={high} (1 processes)\n"
+            )
+        };
+        let window = |high: &str| {
+            format!(
+                "INFO retune pid 157 on /dev/vda: io.weight=25 (iocost on, disk not measured: \
+                 modelled at 25.0MB/s, the kernel's latency control setting the rate between \
+                 6.2MB/s and 25.8MB/s) memory.high={high} (the disk's speed is not known)\n"
+            )
+        };
+        let check = super::held_beside_others_unmeasured_in;
+        let ok = check(&format!("{others}{}{}", restrict("8M"), window("8M"))).unwrap();
+        assert_eq!(
+            ok,
+            "others write 24 kB/s beside it: memory.high at most 8M; held at 8M, and in 1 \
+             window(s)"
+        );
+        for bad in [
+            format!("{others}{}{}", restrict("32M"), window("32M")),
+            format!("{others}{}{}", restrict("8M"), window("32M")),
+            format!("{}{others}{}", restrict("8M"), window("8M")),
+            format!(
+                "{others}{}",
+                restrict("8M").replace("disk not measured", "disk modelled")
+            ),
+            others.to_string(),
+        ] {
+            assert!(check(&bad).is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn the_tightening_check_wants_8m_beside_others() {
         let dir = run_dir("beside");
