@@ -871,15 +871,7 @@ fn newcomer_held_while_draining(run: &Path) -> Result<String> {
 /// loads writing beside the offender, tightened memory.high to 8 MiB (docs/bench/commit-pause.md).
 fn tightened_beside_others(run: &Path, held: &Result<Pauses>, min_mb_s: f64) -> Result<String> {
     let text = daemon_log(run)?;
-    let restrict = text
-        .lines()
-        .find(|l| l.contains("restrict pid"))
-        .context("the daemon restricted nothing")?;
-    let said = text
-        .lines()
-        .take_while(|l| !l.contains("restrict pid"))
-        .find_map(|l| l.split_once(": others write ").map(|(_, w)| w))
-        .with_context(|| format!("no \"others write\" line before the restriction: {restrict}"))?;
+    let (restrict, said) = restricted_beside_others(&text)?;
     if !restrict.contains(" memory.high=8M") {
         bail!("memory.high not 8M ({said}): {restrict}");
     }
@@ -898,13 +890,9 @@ fn tightened_beside_others(run: &Path, held: &Result<Pauses>, min_mb_s: f64) -> 
     ))
 }
 
-/// The daemon's first restriction in a run on a disk never measured, with the innocent loads
-/// writing beside the offender, and every window of its speed probe, at memory.high 8 MiB.
-fn held_beside_others_unmeasured(run: &Path) -> Result<String> {
-    held_beside_others_unmeasured_in(&daemon_log(run)?)
-}
-
-fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
+/// The daemon's first restriction in a log, and what the "others write" line before it said
+/// (that the innocent loads wrote beside the offender when it was made).
+fn restricted_beside_others(text: &str) -> Result<(&str, &str)> {
     let restrict = text
         .lines()
         .find(|l| l.contains("restrict pid"))
@@ -914,6 +902,17 @@ fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
         .take_while(|l| !l.contains("restrict pid"))
         .find_map(|l| l.split_once(": others write ").map(|(_, w)| w))
         .with_context(|| format!("no \"others write\" line before the restriction: {restrict}"))?;
+    Ok((restrict, said))
+}
+
+/// The daemon's first restriction in a run on a disk never measured, with the innocent loads
+/// writing beside the offender, and every window of its speed probe, at memory.high 8 MiB.
+fn held_beside_others_unmeasured(run: &Path) -> Result<String> {
+    held_beside_others_unmeasured_in(&daemon_log(run)?)
+}
+
+fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
+    let (restrict, said) = restricted_beside_others(text)?;
     if !restrict.contains("disk not measured") {
         bail!("the restriction was not on a disk never measured: {restrict}");
     }
