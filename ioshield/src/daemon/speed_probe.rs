@@ -242,9 +242,7 @@ pub fn answer_to_keep(
 /// or more, as the others' wait is, so that a short reading is not judged alone.
 #[derive(Clone, Debug, Default, PartialEq)]
 struct UnderRoom {
-    /// What the disk did since the step, in all.
-    heard: Window,
-    /// `heard` at each reading, by the seconds heard then.
+    /// What the disk did since the step, in all, at each reading, by the seconds heard then.
     readings: SlidingSpan<Duration, Window>,
     /// A span over which the disk queued without using the room: what it completed (bytes per
     /// second) and its writes in flight ([`ROOM_QUEUED`]).
@@ -262,15 +260,16 @@ struct UnderRoom {
 impl UnderRoom {
     /// Adds a reading of `seconds`, under a step that let the writer write `top` at most.
     fn hear(&mut self, delta: &DiskDelta, seconds: f64, top: f64) {
-        if self.readings.last_at().is_none() {
+        if self.readings.last().is_none() {
             // The step itself: the first span starts there.
             self.readings
                 .push(Duration::ZERO, Window::default(), pressure::MIN_SPAN);
         }
-        self.heard.add(delta, seconds);
+        let mut heard = self.readings.last().copied().unwrap_or_default();
+        heard.add(delta, seconds);
         self.since_kept_up += seconds;
-        let at = Duration::try_from_secs_f64(self.heard.seconds).unwrap_or_default();
-        let Some(span) = self.readings.push(at, self.heard, pressure::MIN_SPAN) else {
+        let at = Duration::try_from_secs_f64(heard.seconds).unwrap_or_default();
+        let Some(span) = self.readings.push(at, heard, pressure::MIN_SPAN) else {
             return;
         };
         let span = span.end.since(span.start);

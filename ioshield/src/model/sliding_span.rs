@@ -57,6 +57,11 @@ impl<T: At, R> SlidingSpan<T, R> {
         self.readings.back().map(|(at, _)| *at)
     }
 
+    /// The latest reading.
+    pub fn last(&self) -> Option<&R> {
+        self.readings.back().map(|(_, reading)| reading)
+    }
+
     /// Keeps `reading`, taken at `at`, and returns the span from the latest earlier reading at
     /// least `min` before it, if one is that old.
     pub fn push(&mut self, at: T, reading: R, min: Duration) -> Option<Span<'_, R>> {
@@ -106,8 +111,9 @@ mod tests {
         // A reading long after the last judges from it alone.
         assert_eq!(push(2500, 41), Some((ms(1500), 40, 41)));
         assert_eq!(push(2600, 41), Some((ms(1600), 40, 41)), "still from 1000");
+        assert_eq!(s.last(), Some(&41));
         s.reset();
-        assert_eq!(s.last_at(), None);
+        assert_eq!((s.last_at(), s.last()), (None, None));
         assert!(s.push(ms(2700), 0, ms(750)).is_none(), "afresh");
         assert_eq!(s.last_at(), Some(ms(2700)));
     }
