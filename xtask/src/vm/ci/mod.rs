@@ -1639,8 +1639,6 @@ mod tests {
         assert!(e.contains("never released"), "{e}");
     }
 
-    /// The tightening check wants the "others write" line before the restriction, 8M in it,
-    /// and the writer held there dirtying at least `MIN_HELD_BESIDE_OTHERS_MB_S`.
     /// 6.1's held writer kept 32 MiB beside the loads until stop 71 (its dirty counts are
     /// current without the daemon's refresh, but only the refresh counted).
     #[test]
@@ -1682,6 +1680,8 @@ mod tests {
         }
     }
 
+    /// The tightening check wants the "others write" line before the restriction, 8M in it,
+    /// and the writer held there dirtying at least `MIN_HELD_BESIDE_OTHERS_MB_S`.
     #[test]
     fn the_tightening_check_wants_8m_beside_others() {
         let dir = run_dir("beside");
