@@ -389,9 +389,10 @@ pub struct SpeedProbe {
 /// Six, not three: the disk's queue takes most false rooms back one or two spans after the
 /// step, and what the writer dirtied by then is what pauses the others. On 6.12's 30 MB/s disk
 /// (stop 72, same session, copy and load offender) the committing load paused over 0.25 s in
-/// 2 of 12 runs with three spans, after raises to 16-24 MiB (0.28, 0.40 s), and in none of 6
-/// with six, whose raises stopped at 14-21 MiB (worst 0.25 s). The 150 MB/s disk's rooms were
-/// kept on both kernels, its 400 MB copy a little slower (docs/bench/speed-probe.md, "Stop 72").
+/// 2 of 12 runs with three spans, after raises to 16-24 MiB (0.28, 0.40 s); with six the
+/// raises stopped at 12-21 MiB, and the one run of 12 over (0.43 s) paused after its copy had
+/// ended and been released. The 150 MB/s disk's rooms were kept on both kernels, its 400 MB
+/// copy a little slower (docs/bench/speed-probe.md, "Stop 72").
 const RAMP_SPANS: u32 = 6;
 
 /// A probe's state before a step that forced the rate up for room: see
