@@ -1268,7 +1268,7 @@ mod tests {
     }
 
     /// Windows of stop 73's status bench (6.12's 30 MB/s disk, r0) and of stop 72's 150 MB/s
-    /// disk (6.12, r0), their disk periods as the daemon logged them.
+    /// disk (6.12, r0): their disk periods as the daemon logged them, to the MB/s.
     #[test]
     fn a_window_shows_room_only_if_each_of_its_spans_does() {
         let mut slow = SpeedProbe::default();
