@@ -348,10 +348,10 @@ impl Window {
 /// its own: room shown on average over a window may hide a span in which the disk queued.
 ///
 /// On the bed's 30 MB/s disk the windows' bursts queue now and then, and the window's average
-/// still shows a busy speed well over twice the held rate: 63 of 78 windows on that disk in
+/// still shows a busy speed well over twice the held rate: 67 of 84 windows on that disk in
 /// stops 71-73's benches showed room it does not have, and their slowest whole second had a busy
-/// speed of 27-266 MB/s (under 62 MB/s in 22), where the 150 MB/s disk's slowest had 182-282 (12
-/// windows, both kernels; disk periods of the benches' debug logs). Judged span by span, 6.12's
+/// speed of 27-261 MB/s (under 62.5 MB/s in 26), where the 150 MB/s disk's slowest had 182-288
+/// (12 windows, both kernels; docs/bench/window73/window_spans.py). Judged span by span, 6.12's
 /// copy and load offender, 12 runs, paused the committing load at most 0.18 s in the window
 /// and under the forced rates, against 0.36 s for the build before in 12 runs the same session;
 /// the 150 MB/s disk kept its rooms (4 of 4, docs/bench/speed-probe.md, "Stop 73").
