@@ -353,7 +353,8 @@ impl Window {
 /// speed of 27-261 MB/s (under 62.5 MB/s in 26), where the 150 MB/s disk's slowest had 182-288
 /// (12 windows, both kernels; docs/bench/window73/window_spans.py). Judged span by span, 6.12's
 /// copy and load offender, 12 runs, paused the committing load at most 0.18 s in the window
-/// and under the forced rates, against 0.36 s for the build before in 12 runs the same session;
+/// and under the forced rates, against 0.36 s for the build before in 12 runs the same session
+/// (two 60 s runs later: 0.28 and 0.30 s under false rooms, whose every second looked roomy);
 /// the 150 MB/s disk kept its rooms (4 of 4, docs/bench/speed-probe.md, "Stop 73").
 #[derive(Clone, Debug, Default, PartialEq)]
 struct Spans {
