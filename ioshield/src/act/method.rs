@@ -470,7 +470,6 @@ impl Method {
         self.with_memory_high_at_least(LIGHT_WRITER_MEMORY_HIGH)
     }
 
-    /// The same restriction with its memory.high, where it sets one, passed through `f`.
     /// The same restriction with memory.high `share` (0 to 1) of the way up from `from` to
     /// the one it has, where it is higher (off stays off).
     pub fn with_memory_high_on_the_way(self, from: Option<u64>, share: f64) -> Method {
@@ -485,6 +484,7 @@ impl Method {
         })
     }
 
+    /// The same restriction with its memory.high, where it sets one, passed through `f`.
     fn map_memory_high(mut self, f: impl FnOnce(u64) -> u64) -> Method {
         if let Method::Cgroup(CgroupLimits { memory_high, .. })
         | Method::SystemdScope(ScopeLimits { memory_high, .. }) = &mut self

@@ -812,6 +812,9 @@ impl Engine {
                         None => method,
                     };
                     let held_method = method.clone();
+                    if estimate.capacity {
+                        rt.speed_probe.disk_measured();
+                    }
                     let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
                         hear_others(disk, rt, fx.actuator);
                         let probed = rt.speed_probe.step(method.clone(), estimate, &policy, held);
@@ -1189,9 +1192,10 @@ fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
     if heard {
         let (spans, (rate, queue)) = rt.speed_probe.kept_up();
         tracing::info!(
-            "{}: the disk kept up under the rate forced for room ({} with {queue:.2} writes in \
+            "{}: the disk kept up under the rate forced {} ({} with {queue:.2} writes in \
              flight), {spans} span(s) of {:.2}s: the writer's memory.high goes up",
             disk.label(),
+            rt.speed_probe.forced_for(),
             show_rate(rate),
             crate::detect::pressure::MIN_SPAN.as_secs_f64()
         );

@@ -279,6 +279,8 @@ impl UnderRoom {
         );
         if queue >= ROOM_QUEUED && rate < QUARTER * top {
             self.queued = Some((rate, queue));
+            // The next span counts from here: one that queued raises nothing.
+            self.since_kept_up = 0.0;
         } else if self.since_kept_up >= pressure::MIN_SPAN.as_secs_f64() {
             self.kept_up += 1;
             self.since_kept_up = 0.0;
@@ -424,7 +426,12 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// What the disk did since such a step.
+    /// The rate the last step forced up a quarter from, when it was held there without forcing
+    /// (no room shown by [`RATE_FORCE_AFTER`]): the writer's memory.high goes up from the held
+    /// rate's as the disk is heard keeping up ([`SpeedProbe::room_ramp`]), and a queue under it
+    /// is the measurement the step is for, not a reason to take it back.
+    quarter_from: Option<f64>,
+    /// What the disk did since such a step, or one for room.
     under_room: UnderRoom,
 }
 
@@ -547,8 +554,22 @@ impl SpeedProbe {
     /// Whether the last step forced the rate up for room, and the others' wait on I/O and the
     /// disk are to be heard ([`SpeedProbe::others_stalled`], [`SpeedProbe::hear`]) until the
     /// next step.
+    ///
+    /// Also while the writer's memory.high goes up under a quarter step from a held rate
+    /// ([`SpeedProbe::room_ramp`]): there the disk is heard for the ramp, and nothing is taken
+    /// back.
     pub fn hears_others(&self) -> bool {
-        self.before_room.is_some()
+        self.before_room.is_some() || self.room_ramp().is_some()
+    }
+
+    /// What the last step forced the rate up for, while the disk is heard under it, for the
+    /// daemon's log.
+    pub fn forced_for(&self) -> &'static str {
+        if self.quarter_from.is_some() {
+            "a quarter up from the held rate"
+        } else {
+            "for room"
+        }
     }
 
     /// How far the writer's memory.high is from the one it was held at before the last step,
@@ -561,10 +582,27 @@ impl SpeedProbe {
     /// room's 30 MB/s disk queued the writer's 47 MB at once, and taken back, lowering it again
     /// to 8 MiB held the daemon 253 ms reclaiming 48 MB (stop 69's hearing runs). Held at the
     /// 8 MiB until the disk kept up, it did keep up, and queued once raised (stop 70).
+    ///
+    /// The same under a quarter step from a held rate ([`RATE_FORCE_AFTER`]), whose disk showed
+    /// no room: raised with the step, to a second of the forced rate, the 60 s load offender's
+    /// memory.high went from 8 to 33-35 MiB at once, and the committing load paused over 0.25
+    /// s 2-6 times per run until the disk was measured 3-5 s later (stop 73, 4 of 4 runs). A
+    /// span in which the disk queued raises nothing: that queue is what measures the disk, and
+    /// more memory.high would only add to what the others wait behind.
     pub fn room_ramp(&self) -> Option<f64> {
         let kept_up = self.under_room.kept_up;
-        (self.before_room.is_some_and(|b| b.forced.is_none()) && kept_up < RAMP_SPANS)
-            .then(|| f64::from(kept_up) / f64::from(RAMP_SPANS))
+        let from_held =
+            self.before_room.is_some_and(|b| b.forced.is_none()) || self.quarter_from.is_some();
+        (from_held && kept_up < RAMP_SPANS).then(|| f64::from(kept_up) / f64::from(RAMP_SPANS))
+    }
+
+    /// The disk was measured: nothing forced for room is to be taken back, nor memory.high
+    /// raised on the way to a forced rate's, and the disk is no longer heard for them (a
+    /// quarter step's way up went on logging spans after stop 74's disk measured itself).
+    pub fn disk_measured(&mut self) {
+        self.before_room = None;
+        self.quarter_from = None;
+        self.under_room = UnderRoom::default();
     }
 
     /// How many spans the disk was heard keeping up under the last room step, and what it
@@ -594,6 +632,7 @@ impl SpeedProbe {
     /// completed less than the step's least. Returns why, for the daemon's log.
     pub fn disk_queued(&mut self) -> Option<String> {
         let (rate, queue) = self.under_room.queued.take()?;
+        self.before_room?;
         self.take_back(&format!(
             "the disk queued {queue:.2} writes in flight completing {}",
             show_rate(rate)
@@ -697,8 +736,8 @@ impl SpeedProbe {
     /// What the disk did over `seconds` since the last reading, heard while the last step
     /// forced the rate up for room ([`SpeedProbe::hears_others`]; ignored otherwise).
     pub fn hear(&mut self, delta: &DiskDelta, seconds: f64) {
-        if let Some(before) = self.before_room {
-            self.under_room.hear(delta, seconds, before.top);
+        if let Some(top) = self.before_room.map(|b| b.top).or(self.quarter_from) {
+            self.under_room.hear(delta, seconds, top);
         }
     }
 
@@ -831,7 +870,9 @@ impl SpeedProbe {
             self.bound_room_at(forced as f64);
         }
         self.before_room = None;
-        self.under_room = UnderRoom::default();
+        // A quarter step after one from the held rate goes on with its memory.high's way up.
+        let quarter_from = self.quarter_from.take();
+        let under_quarter = std::mem::take(&mut self.under_room);
         let window = std::mem::take(&mut self.window);
         let spans = std::mem::take(&mut self.spans);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
@@ -881,6 +922,12 @@ impl SpeedProbe {
             // time without waiting for 30 s.
             None if self.forced.is_some() || held >= RATE_FORCE_AFTER => {
                 self.seen = format!("{seen}: a quarter more");
+                if quarter_from.is_some() {
+                    self.quarter_from = quarter_from;
+                    self.under_room = under_quarter;
+                } else if self.forced.is_none() {
+                    self.quarter_from = Some(top);
+                }
                 Some(QUARTER * top)
             }
             None if judged => {
@@ -1565,6 +1612,66 @@ mod tests {
         for _ in 0..8 {
             assert_eq!(reading(&mut q, 3.0), None);
         }
+    }
+
+    /// Stop 73's 60 s load offender on the 30 MB/s disk: no room at 10 s, the rate held at the
+    /// model until 30 s, then forced a quarter up from it. The writer's memory.high goes up
+    /// from the held rate's a sixth per span the disk keeps up, through the quarter steps that
+    /// follow; a span in which the disk queued (what measures it) raises nothing and takes
+    /// nothing back.
+    #[test]
+    fn a_quarter_step_from_the_held_rate_raises_memory_high_as_the_disk_keeps_up() {
+        let mut p = SpeedProbe::default();
+        listened(&mut p, 0, 19, 0.39).unwrap();
+        for s in 1..20 {
+            run(&mut p, 1, 25, 0.1);
+            assumed(&mut p, at(s));
+            assert_eq!(p.room_ramp(), None, "held, not forced: {s}");
+            assert!(!p.hears_others(), "{s}");
+        }
+        run(&mut p, 1, 25, 0.1);
+        let (m, why) = assumed(&mut p, at(20)).unwrap();
+        assert!(why.contains("a quarter more"), "{why}");
+        assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
+        assert_eq!(p.room_ramp(), Some(0.0), "not heard yet");
+        assert!(p.hears_others());
+        assert_eq!(p.forced_for(), "a quarter up from the held rate");
+        run(&mut p, 1, 27, 0.3);
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "a span that kept up");
+        // The stop 73 runs' disk periods after the step: 29-30 MB/s with 1-4 in flight.
+        run(&mut p, 1, 29, 1.2);
+        assert_eq!(p.disk_queued(), None, "the measurement, not a false room");
+        assert_eq!(
+            p.room_ramp(),
+            Some(1.0 / 6.0),
+            "a queued span raises nothing"
+        );
+        assert_eq!(p.others_stalled(0.5), None);
+        assert_eq!(
+            p.room_shown(),
+            Some(Room::NoneAt(25e6)),
+            "the window's answer stands"
+        );
+        assert!(p.forcing());
+        run(&mut p, 3, 29, 1.2);
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "the disk queued on");
+        // The next quarter, from the forced rate, goes on from where the way up was.
+        let (m, _) = assumed(&mut p, at(25)).unwrap();
+        assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0));
+        assert!(p.hears_others());
+        for spans in 2..6 {
+            run(&mut p, 1, 27, 0.3);
+            assert_eq!(p.room_ramp(), Some(f64::from(spans) / 6.0));
+        }
+        run(&mut p, 1, 27, 0.3);
+        assert_eq!(p.room_ramp(), None, "the way up done");
+        assert!(!p.hears_others());
+        // The quarter after that has the memory.high of its own rate at once.
+        let (m, _) = assumed(&mut p, at(30)).unwrap();
+        assert_eq!(m.rate_range(), Some((48_750_000, 48_750_000)));
+        assert_eq!(p.room_ramp(), None);
+        assert!(!p.hears_others());
     }
 
     /// Stop 65's false room on 6.1 (20.9 MB/s with 0.23 in flight, forced to 46 MB/s): the
