@@ -25,6 +25,9 @@ STEPS = (
     ("release pid", "release"),
 )
 
+RAISE = re.compile(r"^retune .*memory\.high [1-9][0-9]*% of the way")
+FORCED = re.compile(r"the rate held at ([0-9.]+) MB/s at least")
+
 
 def main():
     results = sys.argv[1]
@@ -37,9 +40,19 @@ def main():
         return t.replace(tzinfo=datetime.timezone.utc).timestamp() - realtime + monotonic
 
     items = []
+    last_forced = None
     for line in open(f"{results}/daemon.log"):
         m = re.match(r"(\S+Z)\s+INFO (.*)", line)
         if not m:
+            continue
+        # A raise of memory.high on its way up under a step (stop 72's room ramp, stop 74's
+        # quarter steps) repeats the step's reasons at the same forced rate.
+        forced = FORCED.search(m.group(2))
+        forced = forced and forced.group(1)
+        raised = RAISE.search(m.group(2)) and forced == last_forced
+        last_forced = forced or last_forced
+        if raised and "now measures" not in m.group(2):
+            items.append((uptime(m.group(1)), "memory.high raised"))
             continue
         for key, what in STEPS:
             if key in m.group(2):

@@ -588,7 +588,11 @@ impl SpeedProbe {
     /// memory.high went from 8 to 33-35 MiB at once, and the committing load paused over 0.25
     /// s 2-6 times per run until the disk was measured 3-5 s later (stop 73, 4 of 4 runs). A
     /// span in which the disk queued raises nothing: that queue is what measures the disk, and
-    /// more memory.high would only add to what the others wait behind.
+    /// more memory.high would only add to what the others wait behind. The way up goes on
+    /// through the quarter steps that follow: ramped under the first only, the later steps
+    /// raised it at once and paused the committing load 0.50-0.53 s on 6.12. With the way up
+    /// and the disk measured from a short queue (`detect::bandwidth`), 7 of 8 60 s runs kept
+    /// every innocent within 0.25 s against 0 of 4 (docs/bench/speed-probe.md, "Stop 74").
     pub fn room_ramp(&self) -> Option<f64> {
         let kept_up = self.under_room.kept_up;
         let from_held =
