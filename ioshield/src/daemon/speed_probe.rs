@@ -636,6 +636,7 @@ impl SpeedProbe {
     /// completed less than the step's least. Returns why, for the daemon's log.
     pub fn disk_queued(&mut self) -> Option<String> {
         let (rate, queue) = self.under_room.queued.take()?;
+        // Under a quarter step the queue is what measures the disk: nothing to take back.
         self.before_room?;
         self.take_back(&format!(
             "the disk queued {queue:.2} writes in flight completing {}",
