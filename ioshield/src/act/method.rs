@@ -758,7 +758,7 @@ mod tests {
     /// iocost holds it lower through cgroupfs: a write limit, a systemd unit and someone else's
     /// iocost keep theirs, a lightened writer (already at the onset's weight) has no onset, and
     /// a measured disk's pinned rate has no latency control. (The probe gives a lightened writer
-    /// no window; the engine lightens it again after a forced rate, `engine::lighten`.)
+    /// no window; the engine lightens it again after a forced rate, `light_writer::lighten`.)
     #[test]
     fn the_onset_and_the_latency_control_raise_the_weight_under_our_iocost_only() {
         let dev = DevId {

@@ -1,7 +1,7 @@
 //! One tick of the daemon: sample, update the tree and rates, decide per disk, act.
 use std::{
     collections::{HashMap, HashSet},
-    time::{Duration, Instant, SystemTime},
+    time::{Duration, Instant},
 };
 
 use anyhow::Result;
@@ -10,9 +10,10 @@ use super::{
     decisions::DecisionLog,
     disk::{DiskRuntime, Effects, Plan},
     guard::{BacklogGuards, Wanted},
+    light_writer::lighten,
     metrics::Metrics,
+    probe_hearing::{hear_others, keep_room_proven, keep_room_shown},
     ratelimit::RateLimit,
-    speed_probe::{Room, SpeedProbe, TAKE_BACKS_KEPT, answer_to_keep},
     speeds::SpeedFile,
     status::{self, Status},
     user_links::UserLinks,
@@ -34,12 +35,11 @@ use crate::{
         rates::Rates,
     },
     display::{show_bytes, show_rate},
-    model::{sample::DiskDelta, tree::ProcessTree},
+    model::tree::ProcessTree,
     probe::{Probe, burst::Burst},
     system::{
         cgroups,
         devices::{self, DevId, Devices, Disk},
-        diskstats, pressure,
     },
 };
 
@@ -1155,224 +1155,6 @@ fn cgroup_setup(config: &Config, action: &Result<CgroupAction, String>) -> Optio
     Some(by_cgroup.iter().any(|p| p.memory_high != MemoryHigh::Off))
 }
 
-/// Hears how long the cgroups beside the restrictions waited on I/O, and what the disk did,
-/// while the disk's speed probe asks ([`SpeedProbe::hears_others`]), at the ticks and every
-/// [`HEAR_EVERY`] between them ([`Engine::hear_between_ticks`]), and has it take back the step
-/// that forced the rate up for room when they waited too long, or when the disk queued without
-/// using the room ([`SpeedProbe::disk_queued`]): the window's room was not the disk's. Returns
-/// whether it took the step back, or heard the disk keep up under it for another span
-/// ([`SpeedProbe::room_ramp`]): either way the restriction is to change at once.
-fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bool {
-    if !rt.speed_probe.hears_others() {
-        rt.others.reset();
-        rt.heard_disk = None;
-        return false;
-    }
-    // Read again only when a reading would say something: the engine hears the others before
-    // and after each step of the same tick, and between ticks.
-    let now = Instant::now();
-    if !rt.others.due(now) {
-        return false;
-    }
-    let counters = diskstats::read().remove(&disk.id);
-    let ramp = rt.speed_probe.room_ramp();
-    if let (Some((at, before)), Some(counters)) = (rt.heard_disk, counters) {
-        let seconds = now.saturating_duration_since(at).as_secs_f64();
-        rt.speed_probe
-            .hear(&DiskDelta::between(&before, &counters), seconds);
-    }
-    rt.heard_disk = counters.map(|c| (now, c));
-    if let Some(why) = rt.speed_probe.disk_queued() {
-        took_back(disk, rt, &why);
-        rt.others.reset();
-        rt.heard_disk = None;
-        return true;
-    }
-    let heard = ramp.is_some() && rt.speed_probe.room_ramp() != ramp;
-    if heard {
-        let (spans, (rate, queue)) = rt.speed_probe.kept_up();
-        tracing::info!(
-            "{}: the disk kept up under the rate forced {} ({} with {queue:.2} writes in \
-             flight), {spans} span(s) of {:.2}s: the writer's memory.high goes up",
-            disk.label(),
-            rt.speed_probe.forced_for(),
-            show_rate(rate),
-            crate::detect::pressure::MIN_SPAN.as_secs_f64()
-        );
-    }
-    let totals = pressure::io_some_totals(&actuator.others());
-    let Some(stall) = rt.others.observe(now, totals) else {
-        return heard;
-    };
-    let most = stall
-        .cgroup
-        .as_ref()
-        .map_or_else(|| "none".to_string(), |c| c.display().to_string());
-    // A target of its own, for the bench to log without the engine's other debug lines.
-    tracing::debug!(
-        target: "ioshield::others",
-        "{}: others waited on I/O {:.0}% of the time (most: {most})",
-        disk.label(),
-        stall.share * 100.0
-    );
-    match rt.speed_probe.others_stalled(stall.share) {
-        Some(why) => {
-            took_back(disk, rt, &format!("{why} ({most} waited most)"));
-            true
-        }
-        None => heard,
-    }
-}
-
-/// Counts and logs a take-back of the speed probe's step for room.
-fn took_back(disk: &Disk, rt: &mut DiskRuntime, why: &str) {
-    rt.take_backs += 1;
-    let answered = matches!(rt.speed_probe.room_shown(), Some(Room::TakenBackAt(_)));
-    let kept = if answered && rt.take_backs < TAKE_BACKS_KEPT {
-        "; the first take-back on this disk: its answer holds for this restriction only"
-    } else {
-        ""
-    };
-    tracing::info!("{}: {why}{kept}", disk.label());
-}
-
-/// Gives the estimator the lower bound a restriction's speed probe proved
-/// ([`SpeedProbe::room_proven`]), saying so when it raises the disk's.
-fn keep_room_proven(bandwidth: &mut BandwidthEstimator, disk: &Disk, probe: &SpeedProbe) {
-    if let Some(rate) = probe.room_proven()
-        && bandwidth.room_shown(disk.id, rate)
-    {
-        tracing::info!(
-            "{}: at least {}: {ROOM_PROVEN}; later restrictions there start from it",
-            disk.label(),
-            show_rate(rate)
-        );
-    }
-}
-
-/// How the daemon's log says a speed probe proved a lower bound (the vm ci check looks for it).
-const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed, \
-                           and the disk did not show its speed under it";
-
-/// Keeps what the disk's speed probe showed of its room for the restrictions after this one
-/// (and, under its identity, in the speeds file), saying so when that changes.
-fn keep_room_shown(
-    disk: &Disk,
-    rt: &mut DiskRuntime,
-    identity: Option<&str>,
-    speeds: &mut SpeedFile,
-) {
-    let Some(no_room) = answer_to_keep(
-        rt.speed_probe.room_shown(),
-        rt.no_room,
-        rt.take_backs,
-        SystemTime::now(),
-    ) else {
-        return;
-    };
-    rt.no_room = no_room;
-    if let Some(i) = identity {
-        speeds.set_no_room(i, no_room);
-    }
-    let kept = if identity.is_some() {
-        ", kept across restarts"
-    } else {
-        ""
-    };
-    match no_room.map(|n| n.rate) {
-        Some(rate) => tracing::info!(
-            "{}: no room to spare at {}: later restrictions there hold that rate without a \
-             window for a day{kept}",
-            disk.label(),
-            show_rate(rate)
-        ),
-        None => tracing::info!(
-            "{}: room to spare after all: later restrictions there look again",
-            disk.label()
-        ),
-    }
-}
-
-/// A writer a speed-probe window saw use too little of its rate is lightened only while it
-/// dirties less than this share of the rate the disk is judged at: at weight 1 under 32 MiB the
-/// untar dirtied about 8 MB/s of the assumed 25 (a third), a held copy 14-21 MB/s, and a copy
-/// on 6.12's fast disk may use too little in its first window only (`speed_probe` tests).
-const LIGHT_SHARE: f64 = 0.5;
-
-/// For a writer seen light (many small files, or a speed-probe window it used too little of),
-/// `method` lightened ([`Method::lightened`]) once it dirties less than [`LIGHT_SHARE`] of the
-/// rate the disk is judged at (`bw`), and while it dirties less than `bw`; once it dirties
-/// faster it is held at weight 1 (or by its write limit) for the rest of the restriction,
-/// keeping the light writer's memory.high ([`super::speed_probe::SpeedProbe::heavy`]). Under a
-/// write limit (systemd hosts, `iocost = "off"`) that memory.high is all that changes, so a
-/// size the configuration sets leaves such a writer as it is.
-fn lighten(
-    rt: &mut DiskRuntime,
-    method: Method,
-    why: String,
-    dirtying: f64,
-    bw: f64,
-    auto_memory_high: bool,
-) -> (Method, String) {
-    // A memory.high the configuration sets stays what it says.
-    let raise = |m: Method| {
-        if auto_memory_high {
-            m.with_light_memory_high()
-        } else {
-            m
-        }
-    };
-    if rt.speed_probe.heavy() {
-        let why = format!("{why}; memory.high kept from when its writers were light");
-        return (raise(method), why);
-    }
-    let Some(light) = method.lightened().filter(|_| rt.speed_probe.light()) else {
-        // Once raised, memory.high stays so (see `SpeedProbe::heavy`), whatever holds it now.
-        if rt.speed_probe.lifted() {
-            return (raise(method), why);
-        }
-        return (method, why);
-    };
-    let light = raise(light);
-    // Under a write limit only an "auto" memory.high lightens it: nothing else to change.
-    if light == method {
-        return (method, why);
-    }
-    if !rt.speed_probe.is_lightened() && dirtying >= LIGHT_SHARE * bw {
-        return (method, why);
-    }
-    if dirtying >= bw {
-        rt.speed_probe.turned_heavy();
-        let held = match method.weight() {
-            Some(w) => format!("held at weight {w} again"),
-            None => "held by their write limit as heavy writers".into(),
-        };
-        let why = format!(
-            "{why}; its writers dirty {}, not less than {}: {held}, with the memory.high they \
-             had while light",
-            show_rate(dirtying),
-            show_rate(bw)
-        );
-        return (raise(method), why);
-    }
-    let held = match light.weight() {
-        Some(w) => format!("held at io.weight {w}"),
-        // Under a write limit only memory.high changed (`light != method` above): it is set.
-        None => format!(
-            "memory.high {}M under their write limit",
-            light.memory_high().unwrap_or_default() >> 20
-        ),
-    };
-    let why = format!(
-        "{why}; {} and dirty {}, under {}: {held} while they do",
-        rt.speed_probe.seen_as(),
-        show_rate(dirtying),
-        show_rate(bw)
-    );
-    rt.speed_probe.lightened();
-    (light, why)
-}
-
 /// `method` for a restriction held for `held` on kernel `kernel` (`None`: unknown, taken as
 /// new): at the onset's weight for its first [`ONSET`] where it has one
 /// ([`Method::at_onset`]), on the kernels it is for ([`ONSET_FROM`]).
@@ -1422,7 +1204,7 @@ fn with_company(method: Method, company: Company) -> (Method, Option<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::act::cgroup::Cgroupfs;
+    use crate::{act::cgroup::Cgroupfs, daemon::speed_probe::SpeedProbe};
 
     /// An engine of the default configuration whose speeds file is in `dir`, with its config.
     fn engine_in(dir: &tempfile::TempDir, tree: &ProcessTree) -> (Engine, Config) {
@@ -1578,124 +1360,6 @@ mod tests {
         assert_eq!(on(None, 0.0).weight(), Some(ONSET_WEIGHT));
         let ioprio = at_onset(Method::Ioprio, Duration::ZERO, None);
         assert_eq!(ioprio, Method::Ioprio);
-    }
-
-    /// A writer seen light is lightened once it dirties under half the rate, stays so under
-    /// the rate, and once over it is held at weight 1 for good, keeping its 128 MiB.
-    #[test]
-    fn a_light_writer_is_lightened_then_held_at_weight_1_once_heavy() {
-        use crate::{
-            act::{CgroupLimits, WriteControl, iocost, method::LIGHT_WRITER_MEMORY_HIGH},
-            daemon::speed_probe::SpeedProbe,
-        };
-        let held = Method::Cgroup(CgroupLimits {
-            dev: DevId {
-                major: 254,
-                minor: 16,
-            },
-            write: WriteControl::Weight {
-                weight: 1,
-                model: Some(iocost::Model::held(25_000_000)),
-                fallback: 18_750_000,
-            },
-            memory_high: Some(32 << 20),
-        });
-        let mut rt = DiskRuntime {
-            method: Some(held.clone()),
-            ..DiskRuntime::default()
-        };
-        let tick = |rt: &mut DiskRuntime, dirtying: f64| {
-            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6, true);
-            rt.method = Some(m.clone());
-            (m, why)
-        };
-        // Not seen light: as it was.
-        assert_eq!(tick(&mut rt, 1e6).0, held);
-        rt.speed_probe = SpeedProbe::seen_light();
-        // Over half the rate: not yet.
-        assert_eq!(tick(&mut rt, 13e6).0, held);
-        let mh = Some(LIGHT_WRITER_MEMORY_HIGH);
-        let (m, why) = tick(&mut rt, 8e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(10), mh), "{why}");
-        assert!(why.contains("dirty 8.0 MB/s, under 25.0 MB/s"), "{why}");
-        // Under the rate it stays light.
-        assert_eq!(tick(&mut rt, 20e6).0.weight(), Some(10));
-        let (m, why) = tick(&mut rt, 30e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(1), mh), "{why}");
-        assert!(
-            why.contains("held at weight 1 again, with the memory.high they had while light"),
-            "{why}"
-        );
-        // For good, slow or not.
-        let (m, _) = tick(&mut rt, 1e6);
-        assert_eq!((m.weight(), m.memory_high()), (Some(1), mh));
-        // A memory.high the configuration sets (not "auto") stays as it says.
-        rt.speed_probe = SpeedProbe::seen_light();
-        rt.method = Some(held.clone());
-        let (m, _) = lighten(&mut rt, held.clone(), "held".into(), 8e6, 25e6, false);
-        assert_eq!((m.weight(), m.memory_high()), (Some(10), Some(32 << 20)));
-        // Under a rate the probe forced for room the latency control's weight (25) is the
-        // probe's; a light writer there is still lightened to 10.
-        let forced = held.clone().listening().with_rate_at_least(40_000_000);
-        assert_eq!(forced.weight(), Some(25));
-        rt.speed_probe = SpeedProbe::seen_light();
-        rt.method = Some(forced.clone());
-        let (m, _) = lighten(&mut rt, forced, "forced".into(), 8e6, 40e6, true);
-        assert_eq!((m.weight(), m.memory_high()), (Some(10), mh));
-        assert_eq!(m.rate_range(), Some((40_000_000, 40_000_000)));
-    }
-
-    /// Under a write limit (a systemd unit's `IOWriteBandwidthMax=`) a light writer keeps its
-    /// limit and gets the light writer's memory.high; heavy again, it keeps that; with a
-    /// memory.high the configuration sets there is nothing to lighten.
-    #[test]
-    fn a_light_writer_under_a_write_limit_gets_128m_only() {
-        use crate::{
-            act::{ScopeLimits, WriteControl, method::LIGHT_WRITER_MEMORY_HIGH},
-            daemon::speed_probe::SpeedProbe,
-        };
-        let held = Method::SystemdScope(ScopeLimits {
-            dev: DevId {
-                major: 254,
-                minor: 16,
-            },
-            device: "/dev/vdb".into(),
-            write: WriteControl::Limit(18_750_000),
-            memory_high: Some(8 << 20),
-        });
-        let mut rt = DiskRuntime {
-            method: Some(held.clone()),
-            speed_probe: SpeedProbe::seen_light(),
-            ..DiskRuntime::default()
-        };
-        let tick = |rt: &mut DiskRuntime, dirtying: f64, auto: bool| {
-            let (m, why) = lighten(rt, held.clone(), "held".into(), dirtying, 25e6, auto);
-            rt.method = Some(m.clone());
-            (m, why)
-        };
-        let mh = Some(LIGHT_WRITER_MEMORY_HIGH);
-        let (m, why) = tick(&mut rt, 6e6, true);
-        assert_eq!((m.write_limit(), m.memory_high()), (Some(18_750_000), mh));
-        assert!(
-            why.contains("under 25.0 MB/s: memory.high 128M under their write limit while"),
-            "{why}"
-        );
-        assert!(rt.speed_probe.is_lightened());
-        // Over half the rate, under the rate: still light (no flapping back to 8 MiB).
-        assert_eq!(tick(&mut rt, 16e6, true).0.memory_high(), mh);
-        let (m, why) = tick(&mut rt, 30e6, true);
-        assert_eq!((m.write_limit(), m.memory_high()), (Some(18_750_000), mh));
-        assert!(
-            why.contains("held by their write limit as heavy writers"),
-            "{why}"
-        );
-        assert!(rt.speed_probe.heavy());
-        // A size the configuration sets: as it was, and not counted as lightened.
-        rt.speed_probe = SpeedProbe::seen_light();
-        rt.method = Some(held.clone());
-        let (m, _) = tick(&mut rt, 6e6, false);
-        assert_eq!(m, held);
-        assert!(!rt.speed_probe.is_lightened());
     }
 
     /// The shipped configuration on a host without systemd sets up io and memory at start;

@@ -133,7 +133,7 @@ pub(super) fn memory_high_ramped(run: &Path) -> Result<String> {
 }
 
 /// How the daemon says the disk kept up under a room step, one span more
-/// (`engine::hear_others`).
+/// (`probe_hearing::hear_others`).
 const KEPT_UP: &str = "the disk kept up under the rate forced for room";
 
 fn ramped_in(text: &str) -> Result<String> {
@@ -218,7 +218,7 @@ fn show(seen: &[u64]) -> String {
 }
 
 /// How the daemon says a rate its speed probe forced for the disk's room is kept as a lower
-/// bound (`engine::keep_room_proven`).
+/// bound (`probe_hearing::keep_room_proven`).
 const ROOM_PROVEN: &str = "the speed probe forced that rate for the room the disk showed";
 
 /// A run's outcome in words, for the check's line.
