@@ -426,10 +426,11 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// The rate the last step forced up a quarter from, when it was held there without forcing
-    /// (no room shown by [`RATE_FORCE_AFTER`]): the writer's memory.high goes up from the held
-    /// rate's as the disk is heard keeping up ([`SpeedProbe::room_ramp`]), and a queue under it
-    /// is the measurement the step is for, not a reason to take it back.
+    /// The rate the last step forced up a quarter from, when the first such step was from a
+    /// rate held without forcing (no room shown by [`RATE_FORCE_AFTER`]): the writer's
+    /// memory.high goes up from the held rate's as the disk is heard keeping up
+    /// ([`SpeedProbe::room_ramp`]), and a queue under it is the measurement the step is for,
+    /// not a reason to take it back.
     quarter_from: Option<f64>,
     /// What the disk did since such a step, or one for room.
     under_room: UnderRoom,
@@ -927,8 +928,13 @@ impl SpeedProbe {
             // time without waiting for 30 s.
             None if self.forced.is_some() || held >= RATE_FORCE_AFTER => {
                 self.seen = format!("{seen}: a quarter more");
+                // A span is judged against the rate this step went up from, not the first
+                // held one: under the second quarter (39 MB/s) the 30 MB/s disk completed
+                // 32.5 MB/s with 0.91 writes in flight, over the first quarter's 31.2, and
+                // counted as keeping up; memory.high went up twice more and the committing
+                // load paused 0.30 s before the disk was measured (stop 75, cpslow, 6.12).
                 if quarter_from.is_some() {
-                    self.quarter_from = quarter_from;
+                    self.quarter_from = Some(top);
                     self.under_room = under_quarter;
                 } else if self.forced.is_none() {
                     self.quarter_from = Some(top);
@@ -1665,6 +1671,14 @@ mod tests {
         assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
         assert_eq!(p.room_ramp(), Some(1.0 / 6.0));
         assert!(p.hears_others());
+        // Over the first quarter's rate but under this one's, with a queue: the disk held the
+        // writer, not the rate (stop 75's 6.12 copy: 32.5 MB/s with 0.91 in flight).
+        run(&mut p, 1, 32, 0.9);
+        assert_eq!(
+            p.room_ramp(),
+            Some(1.0 / 6.0),
+            "queued under the second quarter: raises nothing"
+        );
         for spans in 2..6 {
             run(&mut p, 1, 27, 0.3);
             assert_eq!(p.room_ramp(), Some(f64::from(spans) / 6.0));
