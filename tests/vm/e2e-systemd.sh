@@ -627,7 +627,7 @@ chown e2euser "$DATA/e2euser"
 chmod 755 "$UCTL"
 cp "$CTL/backup.pl" "$UCTL/backup.pl"
 # On a quiet disk no restriction holds, the model set up ahead follows the speed the daemon
-# judges the disk at (engine.rs match_iocost_models): the user unit's restriction then finds it
+# judges the disk at (daemon/engine match_iocost_models): the user unit's restriction then finds it
 # in place and only turns iocost on, where it once waited 1557 ms for a model write.
 # The status document's speed, not the table's (rounded to 0.1 MB/s: a model 4.9% off read as
 # over 5%).

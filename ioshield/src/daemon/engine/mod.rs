@@ -1,4 +1,9 @@
 //! One tick of the daemon: sample, update the tree and rates, decide per disk, act.
+mod disk_step;
+mod hold;
+mod release;
+mod restrict;
+
 use std::{
     collections::{HashMap, HashSet},
     time::{Duration, Instant},
@@ -8,11 +13,10 @@ use anyhow::Result;
 
 use super::{
     decisions::DecisionLog,
-    disk::{DiskRuntime, Effects, Plan},
+    disk::{DiskRuntime, Effects},
     guard::{BacklogGuards, Wanted},
-    light_writer::lighten,
     metrics::Metrics,
-    probe_hearing::{hear_others, keep_room_proven, keep_room_shown},
+    probe_hearing::{hear_others, keep_room_proven},
     ratelimit::RateLimit,
     speeds::SpeedFile,
     status::{self, Status},
@@ -25,16 +29,15 @@ use crate::{
     },
     config::{ActionKind, Bandwidth, Config, DevicePolicy, MaxDirty, MemoryHigh},
     detect::{
-        backlog::{Backlogs, DiskBacklog},
+        backlog::Backlogs,
         bandwidth::{BandwidthEstimator, Estimate, RateHold},
-        company::{self, Company},
-        drain::{self, Verdict},
+        company::Company,
         eligibility::Eligibility,
-        file_sizes, offender,
-        policy::{BurstReport, Candidate, Decision, Inputs, Trigger},
+        offender,
+        policy::{BurstReport, Candidate},
         rates::Rates,
     },
-    display::{show_bytes, show_rate},
+    display::show_rate,
     model::tree::ProcessTree,
     probe::{Probe, burst::Burst},
     system::{
@@ -544,347 +547,6 @@ impl Engine {
             }
             if let Some(rt) = self.disks.get_mut(&disk) {
                 rt.model_looked_at = Some(Instant::now());
-            }
-        }
-    }
-
-    async fn step_disk(
-        &mut self,
-        disk: &Disk,
-        now: Instant,
-        tree: &ProcessTree,
-        actuator: &mut Actuator,
-        backlog: DiskBacklog,
-    ) {
-        let policy = self.policy(disk);
-        // Where the held writer's dirty counts are current, a disk not measured counts as one
-        // of the judged speed while the rate is held there ([`held_speed`]).
-        let rate_held_is_speed = self
-            .config
-            .daemon
-            .refresh_dirty_counts
-            .counts_current(self.kernel);
-        let elsewhere = self.held_elsewhere(disk);
-        let burst = self
-            .burst_on(disk, tree)
-            .filter(|b| !elsewhere.contains(&b.offender.pid));
-        let estimate = self.bandwidth.estimate(disk.id, policy.bandwidth);
-        let bw = estimate.bytes_per_sec;
-        let first_sight = !self.disks.contains_key(disk);
-        let rt = self.disks.entry(disk.clone()).or_default();
-        if first_sight
-            && let Some(model) = method_for(disk, &policy, estimate, &self.cgroup_action)
-                .0
-                .iocost_model()
-        {
-            actuator.prepare_iocost(disk.id, model);
-            rt.model_looked_at = Some(now);
-        }
-        if estimate.capacity {
-            // Measured: the probe is done with, and the speeds file forgets the answer too.
-            rt.no_room = None;
-        } else if first_sight {
-            rt.no_room = self
-                .known
-                .get(&disk.id)
-                .and_then(|k| k.identity.as_deref())
-                .and_then(|i| self.speeds.no_room(i));
-        }
-        // The measured speed moves with every backlog: say when it changed a lot, but
-        // at most once a minute (each decision line shows the value used anyway).
-        if rt
-            .bandwidth_logged
-            .is_none_or(|b| (bw / b - 1.0).abs() > 0.2)
-            && self.limit.allow(format!("bandwidth {}", disk.label()))
-        {
-            tracing::info!(
-                "{}: judging writers against {} ({})",
-                disk.label(),
-                show_rate(bw),
-                estimate.source
-            );
-            rt.bandwidth_logged = Some(bw);
-        }
-        rt.bandwidth = Some(estimate);
-        self.metrics.disk(
-            disk,
-            bw,
-            rt.state.held.is_some(),
-            rt.method.as_ref().is_some_and(Method::uses_iocost),
-            rt.draining.len(),
-        );
-
-        // What others beside a restriction's processes (`inside`) make of its memory.high:
-        // read only when a restriction is made or kept.
-        let rates = &self.rates;
-        let company = |inside: &dyn Fn(u32) -> bool, method: &Method| {
-            // The daemon's own journal of changes, written before each, is not company.
-            let me = std::process::id();
-            let others = company::others_rate(&rates.on_disk(disk), inside, |p| {
-                p != me && tree.get(p).is_some_and(|n| !n.kernel_thread && !n.exited)
-            });
-            let speed = if rate_held_is_speed {
-                held_speed(estimate, method)
-            } else {
-                estimate
-            };
-            company::judge(policy.memory_high, speed, others)
-        };
-        let scores = offender::scores(
-            tree,
-            &self.eligibility,
-            self.rates.on_disk(disk),
-            self.config.daemon.parent_factor,
-        );
-        let candidate = offender::choose(tree, &self.eligibility, &scores, &elsewhere);
-        // A burst names the process that wrote; when the subtree the tick would choose holds
-        // it (a shell looping over short-lived writers, a build), that subtree is the offender.
-        let burst = burst.map(|b| match candidate {
-            Some(c)
-                if c.pid != b.offender.pid && tree.ancestry(b.offender.pid).any(|p| p == c.pid) =>
-            {
-                BurstReport {
-                    offender: Candidate {
-                        pid: c.pid,
-                        score: c.score.max(b.offender.score),
-                    },
-                    ..b
-                }
-            }
-            _ => b,
-        });
-        rt.writers = Self::top_writers(&self.eligibility, tree, &scores);
-        let held_root = rt.state.held.as_ref().map(|h| h.root);
-        // A restriction is judged by what still lives in it: the root may exit while children it
-        // started keep writing (they are no longer its descendants in the tree, but still in
-        // the restriction), and children born inside it count even if no recorded member lives.
-        let live = rt.restriction.and_then(|id| actuator.live_members(id));
-        let held_gone = match &live {
-            Some(pids) => pids.is_empty(),
-            None => held_root.is_some_and(|r| tree.get(r).is_none_or(|n| n.exited)),
-        };
-        let inside: f64 = live
-            .iter()
-            .flatten()
-            .filter_map(|p| scores.own.get(p))
-            .sum();
-        // The backlog trigger also needs this disk's top writer to be active (policy.rs): its
-        // part of the machine's backlog is an estimate (detect/backlog.rs). Active by its last
-        // second too: a writer that just began is, while its 8 s average still climbs.
-        let recent = offender::scores(
-            tree,
-            &self.eligibility,
-            self.rates.recent_on_disk(disk),
-            self.config.daemon.parent_factor,
-        );
-        let inputs = Inputs {
-            now,
-            offender: candidate,
-            offender_recent: candidate.map_or(0.0, |c| {
-                offender::score_of(tree, &self.eligibility, &recent, c.pid)
-            }),
-            held_score: held_root
-                .and_then(|r| scores.subtree.get(&r))
-                .copied()
-                .unwrap_or(0.0)
-                .max(inside),
-            held_gone,
-            bandwidth: bw,
-            flush_seconds: backlog.flush_seconds(&estimate),
-            burst,
-        };
-        let decision = rt.state.step(&inputs, &policy);
-        let mut fx = Effects {
-            actuator,
-            metrics: &mut self.metrics,
-            log: &mut self.log,
-            limit: &mut self.limit,
-        };
-        match decision {
-            Some(Decision::Restrict { offender, trigger }) => {
-                let (method, note) = method_for(disk, &policy, estimate, &self.cgroup_action);
-                let onset = at_onset(method.clone(), Duration::ZERO, self.kernel);
-                let after_onset = (onset != method).then(|| method.weight()).flatten();
-                let method = onset;
-                let members = offender::members(tree, &self.eligibility, offender.pid, &elsewhere);
-                if members.first() != Some(&offender.pid) {
-                    rt.use_method(disk, &method, note);
-                    tracing::info!(
-                        "pid {} now names another process than the writer (its exit was not \
-                         seen): not restricted",
-                        offender.pid
-                    );
-                    return;
-                }
-                let beside = company(&|p| members.contains(&p), &method);
-                let (method, beside) = with_company(method, beside);
-                if let Some(why) = beside {
-                    tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
-                }
-                rt.use_method(disk, &method, note);
-                if matches!(trigger, Trigger::FlushTime { .. }) {
-                    tracing::info!("{}: {}", disk.label(), backlog.describe());
-                }
-                let plan = Plan {
-                    offender,
-                    members: &members,
-                    method: &method,
-                    policy: &policy,
-                    bandwidth: bw,
-                    trigger,
-                    after_onset,
-                };
-                rt.restrict(disk, plan, tree, &mut fx).await;
-            }
-            Some(Decision::Release { root, calm_for }) => {
-                // Held until what its writers left is written: released with it, the backlog
-                // would take the disk from everyone else at their weight.
-                let backlog = rt.restriction.and_then(|id| fx.actuator.backlog(id));
-                let delay = crate::system::vmstat::writeback_delay;
-                let drained = match drain::judge(backlog, delay, now, &mut rt.drain) {
-                    Verdict::Wait { started } => {
-                        // The probe steps no more: a window open now would leave the backlog
-                        // to the kernel's latency control, which a deep queue of small writes
-                        // pulls to a quarter of the model (an untar's 150 MB written at 10
-                        // MB/s on the 25 MB/s model, docs/bench/light-writer.md).
-                        if let Some(closed) = rt.method.as_ref().and_then(Method::window_closed) {
-                            let why = "its backlog written at the rate held before the speed \
-                                       probe's window, no longer open";
-                            rt.speed_probe.close_window();
-                            rt.retune(disk, closed, why, &mut fx).await;
-                        }
-                        // Nothing of it lives to write again: it waits apart, and the disk's
-                        // next writer is judged meanwhile.
-                        let apart = if held_gone {
-                            "; its processes gone, the disk's next writer is judged meanwhile"
-                        } else {
-                            ""
-                        };
-                        if started {
-                            tracing::info!(
-                                "{}: pid {root} is due for release; held until the {} its \
-                                 writers left are written{apart}",
-                                disk.label(),
-                                show_bytes(backlog.unwrap_or(0))
-                            );
-                        } else if held_gone {
-                            tracing::info!(
-                                "{}: pid {root}'s restriction still waits for the {} its writers \
-                                 left{apart}",
-                                disk.label(),
-                                show_bytes(backlog.unwrap_or(0))
-                            );
-                        }
-                        if held_gone {
-                            keep_room_proven(&mut self.bandwidth, disk, &rt.speed_probe);
-                            rt.linger(root, tree);
-                        }
-                        return;
-                    }
-                    released => released.said(),
-                };
-                let why = if held_gone {
-                    format!("nothing of it is left{drained}")
-                } else {
-                    format!(
-                        "tree {} < {:.0}% of {} for {:.0}s{drained}",
-                        show_rate(inputs.held_score),
-                        policy.release_at * 100.0,
-                        show_rate(bw),
-                        calm_for.as_secs_f64()
-                    )
-                };
-                keep_room_proven(&mut self.bandwidth, disk, &rt.speed_probe);
-                rt.release(disk, root, why, tree, &mut fx).await;
-            }
-            None => {
-                rt.drain = None;
-                if let Some(root) = held_root {
-                    let members = offender::members(tree, &self.eligibility, root, &elsewhere);
-                    rt.sweep(&members, &mut fx);
-                    let (method, _) = method_for(disk, &policy, estimate, &self.cgroup_action);
-                    // A limit from the assumed speed keeps a faster disk from ever being busy
-                    // enough to be measured: after a while, let the writer show the disk's
-                    // speed, a step at a time, held by memory.high throughout.
-                    let held = rt.offender.as_ref().map(|o| o.since.elapsed());
-                    let method = match held {
-                        Some(held) => at_onset(method, held, self.kernel),
-                        None => method,
-                    };
-                    let held_method = method.clone();
-                    if estimate.capacity {
-                        rt.speed_probe.disk_measured();
-                    }
-                    let probed = held.filter(|_| !estimate.capacity).and_then(|held| {
-                        hear_others(disk, rt, fx.actuator);
-                        let probed = rt.speed_probe.step(method.clone(), estimate, &policy, held);
-                        // A step that forced the rate up starts what the others are heard
-                        // against.
-                        hear_others(disk, rt, fx.actuator);
-                        probed
-                    });
-                    let identity = self.known.get(&disk.id).and_then(|k| k.identity.as_deref());
-                    keep_room_shown(disk, rt, identity, &mut self.speeds);
-                    let (method, why) = match probed {
-                        Some(probed) => probed,
-                        None => {
-                            let why = if estimate.capacity {
-                                format!("the disk now measures {}", show_rate(bw))
-                            } else if estimate.measured {
-                                format!("the disk is at least {}", show_rate(bw))
-                            } else {
-                                format!(
-                                    "the disk's speed is not measured: held at the assumed {}",
-                                    show_rate(bw)
-                                )
-                            };
-                            (method, why)
-                        }
-                    };
-                    // Also a probe's step and window ([`held_speed`]); a forced rate keeps
-                    // the memory.high that lets the writer use it.
-                    let inside =
-                        |p: u32| members.contains(&p) || live.iter().flatten().any(|m| *m == p);
-                    let beside = company(&inside, &method);
-                    let (method, why) = match with_company(method, beside) {
-                        (method, Some(clause)) => (method, format!("{why}; {clause}")),
-                        (method, None) => (method, why),
-                    };
-                    // Under a room step the disk has not been heard keeping up with yet, the
-                    // writer's memory.high goes up from the one of the rate it was held at.
-                    let (method, why) = match rt.speed_probe.room_ramp() {
-                        Some(share) => {
-                            let beside = company(&inside, &held_method);
-                            let (from, clause) = with_company(held_method, beside);
-                            let method =
-                                method.with_memory_high_on_the_way(from.memory_high(), share);
-                            let clause = clause.map_or_else(String::new, |c| format!("; {c}"));
-                            let why = format!(
-                                "{why}; memory.high {:.0}% of the way from the held rate's to \
-                                 the forced rate's, raised each {:.2}s the disk is heard \
-                                 keeping up{clause}",
-                                share * 100.0,
-                                crate::detect::pressure::MIN_SPAN.as_secs_f64()
-                            );
-                            (method, why)
-                        }
-                        None => (method, why),
-                    };
-                    // Every process in the restriction, as the held score counts them.
-                    let held: HashSet<u32> = members
-                        .iter()
-                        .chain(live.iter().flatten())
-                        .copied()
-                        .collect();
-                    let written = self.rates.of(disk, held);
-                    if file_sizes::many_small_files(written) {
-                        rt.speed_probe
-                            .saw_small_files(|| file_sizes::describe(written));
-                    }
-                    let auto = policy.memory_high == MemoryHigh::Auto;
-                    let (method, why) = lighten(rt, method, why, inputs.held_score, bw, auto);
-                    rt.retune(disk, method, &why, &mut fx).await;
-                }
             }
         }
     }
