@@ -426,12 +426,14 @@ pub struct SpeedProbe {
     /// room a window or step showed: taken back if the others wait on I/O under it, or the disk
     /// queues.
     before_room: Option<BeforeRoom>,
-    /// The rate the last step forced up a quarter from, when the first such step was from a
-    /// rate held without forcing (no room shown by [`RATE_FORCE_AFTER`]): the writer's
-    /// memory.high goes up from the held rate's as the disk is heard keeping up
-    /// ([`SpeedProbe::room_ramp`]), and a queue under it is the measurement the step is for,
-    /// not a reason to take it back.
+    /// The rate the last step forced up a quarter from (no room shown by [`RATE_FORCE_AFTER`],
+    /// or none at a step after a room): the writer's memory.high goes up as the disk is heard
+    /// keeping up ([`SpeedProbe::room_ramp`]), and a queue under it is the measurement the
+    /// step is for, not a reason to take it back.
     quarter_from: Option<f64>,
+    /// The writer's memory.high when the last step forced the rate up, as the engine found it
+    /// at its first retune under the step ([`SpeedProbe::ramp_base`]): the way up starts there.
+    ramp_base: Option<u64>,
     /// What the disk did since such a step, or one for room.
     under_room: UnderRoom,
 }
@@ -556,7 +558,7 @@ impl SpeedProbe {
     /// disk are to be heard ([`SpeedProbe::others_stalled`], [`SpeedProbe::hear`]) until the
     /// next step.
     ///
-    /// Also while the writer's memory.high goes up under a quarter step from a held rate
+    /// Also while the writer's memory.high goes up under a quarter step
     /// ([`SpeedProbe::room_ramp`]): there the disk is heard for the ramp, and nothing is taken
     /// back.
     pub fn hears_others(&self) -> bool {
@@ -567,38 +569,48 @@ impl SpeedProbe {
     /// daemon's log.
     pub fn forced_for(&self) -> &'static str {
         if self.quarter_from.is_some() {
-            "a quarter up from the held rate"
+            "a quarter up"
         } else {
             "for room"
         }
     }
 
-    /// How far the writer's memory.high is from the one it was held at before the last step,
-    /// which forced the rate up for room from a held rate, to that of the forced rate (0 to 1),
+    /// How far the writer's memory.high is on its way from the one it had when the last step
+    /// forced the rate up ([`SpeedProbe::ramp_base`]) to that of the forced rate (0 to 1),
     /// while it is on the way: a step up each [`pressure::MIN_SPAN`] heard with the disk
-    /// keeping up, over [`RAMP_SPANS`] of them. A step for room from a forced rate keeps the
-    /// memory.high of its own rate: the disk kept up under the last one, and the 150 MB/s
-    /// disk, whose rooms are doubled every 5 s, would spend each step's first seconds at the
-    /// held rate's memory.high. Raised with the step, to a second of the forced rate, a false
-    /// room's 30 MB/s disk queued the writer's 47 MB at once, and taken back, lowering it again
-    /// to 8 MiB held the daemon 253 ms reclaiming 48 MB (stop 69's hearing runs). Held at the
-    /// 8 MiB until the disk kept up, it did keep up, and queued once raised (stop 70).
+    /// keeping up, over [`RAMP_SPANS`] of them; a span in which the disk queued raises nothing.
+    /// Every step that forces the rate up starts a way of its own, for room or a quarter more,
+    /// from the held rate or from a forced one.
     ///
-    /// The same under a quarter step from a held rate ([`RATE_FORCE_AFTER`]), whose disk showed
-    /// no room: raised with the step, to a second of the forced rate, the 60 s load offender's
-    /// memory.high went from 8 to 33-35 MiB at once, and the committing load paused over 0.25
-    /// s 2-6 times per run until the disk was measured 3-5 s later (stop 73, 4 of 4 runs). A
-    /// span in which the disk queued raises nothing: that queue is what measures the disk, and
-    /// more memory.high would only add to what the others wait behind. The way up goes on
-    /// through the quarter steps that follow: ramped under the first only, the later steps
-    /// raised it at once and paused the committing load 0.50-0.53 s on 6.12. With the way up
-    /// and the disk measured from a short queue (`detect::bandwidth`), 7 of 8 60 s runs kept
-    /// every innocent within 0.25 s against 0 of 4 (docs/bench/speed-probe.md, "Stop 74").
+    /// Raised with the step, to a second of the forced rate, a false room's 30 MB/s disk
+    /// queued the writer's 47 MB at once, and taken back, lowering it again to 8 MiB held the
+    /// daemon 253 ms reclaiming 48 MB (stop 69's hearing runs). Held at the 8 MiB until the
+    /// disk kept up, it did keep up, and queued once raised (stop 70). Under a quarter step
+    /// from a held rate ([`RATE_FORCE_AFTER`]), raised at once, the 60 s load offender's
+    /// memory.high went from 8 to 33-35 MiB and the committing load paused over 0.25 s 2-6
+    /// times per run until the disk was measured 3-5 s later (stop 73); with the way up and
+    /// the disk measured from a short queue (`detect::bandwidth`), 7 of 8 60 s runs kept every
+    /// innocent within 0.25 s against 0 of 4 (docs/bench/speed-probe.md, "Stop 74").
+    ///
+    /// Until stop 76 the way up went on through later quarter steps as a share of the way from
+    /// the held rate's memory.high to the newest step's, so each step raised it at once by
+    /// the share of what the step added (a copy's 35 to 44 MiB at 48.8 MB/s), and a step for
+    /// room from a forced rate, or a quarter after a room, had its own rate's at once (28 to
+    /// 43 MiB, 41 to 59 MiB): 6 of the 7 committing-load pauses over 0.25 s in 24 runs of a
+    /// 60 s copy began 0.6-1.8 s after such a raise (docs/bench/speed-probe.md, "Stop 76").
     pub fn room_ramp(&self) -> Option<f64> {
         let kept_up = self.under_room.kept_up;
-        let from_held =
-            self.before_room.is_some_and(|b| b.forced.is_none()) || self.quarter_from.is_some();
-        (from_held && kept_up < RAMP_SPANS).then(|| f64::from(kept_up) / f64::from(RAMP_SPANS))
+        let forced_up = self.before_room.is_some() || self.quarter_from.is_some();
+        (forced_up && kept_up < RAMP_SPANS).then(|| f64::from(kept_up) / f64::from(RAMP_SPANS))
+    }
+
+    /// The writer's memory.high the way up of [`SpeedProbe::room_ramp`] starts from: what it
+    /// was when the last step forced the rate up, `current` at the first call under that step.
+    pub fn ramp_base(&mut self, current: Option<u64>) -> Option<u64> {
+        if self.ramp_base.is_none() {
+            self.ramp_base = current;
+        }
+        self.ramp_base
     }
 
     /// The disk was measured: nothing forced for room is to be taken back, nor memory.high
@@ -607,6 +619,7 @@ impl SpeedProbe {
     pub fn disk_measured(&mut self) {
         self.before_room = None;
         self.quarter_from = None;
+        self.ramp_base = None;
         self.under_room = UnderRoom::default();
     }
 
@@ -649,6 +662,7 @@ impl SpeedProbe {
     fn take_back(&mut self, seen: &str) -> Option<String> {
         let before = self.before_room.take()?;
         self.under_room = UnderRoom::default();
+        self.ramp_base = None;
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
         self.room = before.room;
@@ -876,9 +890,10 @@ impl SpeedProbe {
             self.bound_room_at(forced as f64);
         }
         self.before_room = None;
-        // A quarter step after one from the held rate goes on with its memory.high's way up.
-        let quarter_from = self.quarter_from.take();
-        let under_quarter = std::mem::take(&mut self.under_room);
+        // Each step that forces the rate up starts its memory.high's way up afresh.
+        self.quarter_from = None;
+        self.ramp_base = None;
+        self.under_room = UnderRoom::default();
         let window = std::mem::take(&mut self.window);
         let spans = std::mem::take(&mut self.spans);
         // The fastest the disk was let write: the model (the assumed speed, or a lower bound
@@ -933,12 +948,7 @@ impl SpeedProbe {
                 // 32.5 MB/s with 0.91 writes in flight, over the first quarter's 31.2, and
                 // counted as keeping up; memory.high went up twice more and the committing
                 // load paused 0.30 s before the disk was measured (stop 75, cpslow, 6.12).
-                if quarter_from.is_some() {
-                    self.quarter_from = Some(top);
-                    self.under_room = under_quarter;
-                } else if self.forced.is_none() {
-                    self.quarter_from = Some(top);
-                }
+                self.quarter_from = Some(top);
                 Some(QUARTER * top)
             }
             None if judged => {
@@ -1024,6 +1034,7 @@ mod tests {
     }
 
     const MB: u64 = 1_000_000;
+    const MIB: u64 = 1024 * 1024;
 
     fn policy() -> DevicePolicy {
         crate::config::Config::default().policy_for(None).clone()
@@ -1415,7 +1426,11 @@ mod tests {
             memory_high(&m),
             Some((100e6 * policy().max_flush_seconds) as u64)
         );
-        assert_eq!(p.room_ramp(), None, "room again, from a forced rate");
+        assert_eq!(
+            p.room_ramp(),
+            Some(0.0),
+            "room again, from a forced rate: a way of its own"
+        );
         assert_eq!(p.room_proven(), Some(100e6), "forced for room again");
         // 150 MB/s of busy speed at 100 MB/s: half of it is no step of its own.
         run(&mut p, 5, 100, 0.67);
@@ -1646,7 +1661,7 @@ mod tests {
         assert_eq!(m.rate_range(), Some((31_250_000, 31_250_000)));
         assert_eq!(p.room_ramp(), Some(0.0), "not heard yet");
         assert!(p.hears_others());
-        assert_eq!(p.forced_for(), "a quarter up from the held rate");
+        assert_eq!(p.forced_for(), "a quarter up");
         run(&mut p, 1, 27, 0.3);
         assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "a span that kept up");
         // The stop 73 runs' disk periods after the step: 29-30 MB/s with 1-4 in flight.
@@ -1666,29 +1681,87 @@ mod tests {
         assert!(p.forcing());
         run(&mut p, 3, 29, 1.2);
         assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "the disk queued on");
-        // The next quarter, from the forced rate, goes on from where the way up was.
+        // The next quarter, from the forced rate, starts a way of its own from where this one's
+        // got to (the engine's [`SpeedProbe::ramp_base`]).
         let (m, _) = assumed(&mut p, at(25)).unwrap();
         assert_eq!(m.rate_range(), Some((39_000_000, 39_000_000)));
-        assert_eq!(p.room_ramp(), Some(1.0 / 6.0));
+        assert_eq!(p.room_ramp(), Some(0.0));
         assert!(p.hears_others());
         // Over the first quarter's rate but under this one's, with a queue: the disk held the
         // writer, not the rate (stop 75's 6.12 copy: 32.5 MB/s with 0.91 in flight).
         run(&mut p, 1, 32, 0.9);
         assert_eq!(
             p.room_ramp(),
-            Some(1.0 / 6.0),
+            Some(0.0),
             "queued under the second quarter: raises nothing"
         );
-        for spans in 2..6 {
+        for spans in 1..6 {
             run(&mut p, 1, 27, 0.3);
             assert_eq!(p.room_ramp(), Some(f64::from(spans) / 6.0));
         }
         run(&mut p, 1, 27, 0.3);
         assert_eq!(p.room_ramp(), None, "the way up done");
         assert!(!p.hears_others());
-        // The quarter after that has the memory.high of its own rate at once.
+        // The quarter after that goes up its own way too.
         let (m, _) = assumed(&mut p, at(30)).unwrap();
         assert_eq!(m.rate_range(), Some((48_750_000, 48_750_000)));
+        assert_eq!(p.room_ramp(), Some(0.0));
+        assert!(p.hears_others());
+    }
+
+    /// Stop 75's 6.1 copies that kept their room: the writer used half of the forced 50 MB/s
+    /// (24.2 MB/s with 0.10-0.24 writes in flight), and the quarter after it raised memory.high
+    /// from 41 to 59 MiB at once. Every step up now starts a way of its own from the
+    /// memory.high the writer has at the step.
+    #[test]
+    fn every_step_up_raises_memory_high_from_the_one_the_writer_has() {
+        let mut p = SpeedProbe::default();
+        let (m, _) = listened(&mut p, 0, 24, 0.10).unwrap();
+        assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
+        assert_eq!(p.room_ramp(), Some(0.0));
+        assert_eq!(
+            p.ramp_base(Some(8 * MIB)),
+            Some(8 * MIB),
+            "the held rate's, at the step"
+        );
+        run(&mut p, 1, 24, 0.2);
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0));
+        assert_eq!(
+            p.ramp_base(Some(14 * MIB)),
+            Some(8 * MIB),
+            "kept for the step's whole way"
+        );
+        run(&mut p, 5, 24, 0.2);
+        assert_eq!(p.room_ramp(), None, "the room's way up done");
+        let (m, why) = assumed(&mut p, at(5)).unwrap();
+        assert!(why.contains("a quarter more"), "{why}");
+        assert_eq!(m.rate_range(), Some((62_500_000, 62_500_000)));
+        assert_eq!(p.room_ramp(), Some(0.0), "a way of its own");
+        assert_eq!(
+            p.ramp_base(Some(47 * MIB)),
+            Some(47 * MIB),
+            "from the room's"
+        );
+        assert_eq!(p.forced_for(), "a quarter up");
+        assert!(p.hears_others());
+        run(&mut p, 1, 24, 0.2);
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "a span that kept up");
+        run(&mut p, 1, 29, 1.2);
+        assert_eq!(p.disk_queued(), None, "the measurement: nothing taken back");
+        assert_eq!(p.others_stalled(0.5), None);
+        assert_eq!(
+            p.room_ramp(),
+            Some(1.0 / 6.0),
+            "a queued span raises nothing"
+        );
+        assert_eq!(p.room_proven(), Some(50e6), "the room stands");
+        // The next quarter starts again from where this one's way got to.
+        run(&mut p, 3, 29, 1.2);
+        let (m, _) = assumed(&mut p, at(10)).unwrap();
+        assert_eq!(m.rate_range(), Some((78_000_000, 78_000_000)));
+        assert_eq!(p.room_ramp(), Some(0.0));
+        assert_eq!(p.ramp_base(Some(49 * MIB)), Some(49 * MIB));
+        p.disk_measured();
         assert_eq!(p.room_ramp(), None);
         assert!(!p.hears_others());
     }

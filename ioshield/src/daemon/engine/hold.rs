@@ -9,7 +9,7 @@ use super::{
     with_company,
 };
 use crate::{
-    act::{Actuator, method::method_for},
+    act::{Actuator, Method, method::method_for},
     config::MemoryHigh,
     daemon::{
         disk::Effects,
@@ -17,7 +17,7 @@ use crate::{
         probe_hearing::{hear_others, keep_room_shown},
     },
     detect::{file_sizes, offender},
-    display::show_rate,
+    display::{show_bytes, show_rate},
 };
 
 impl Engine {
@@ -102,13 +102,16 @@ impl Engine {
         let (method, why) = match rt.speed_probe.room_ramp() {
             Some(share) => {
                 let beside = at.company(&self.rates, &inside, &held_method);
-                let (from, clause) = with_company(held_method, beside);
-                let method = method.with_memory_high_on_the_way(from.memory_high(), share);
+                let (_, clause) = with_company(held_method, beside);
                 let clause = clause.map_or_else(String::new, |c| format!("; {c}"));
+                let current = rt.method.as_ref().and_then(Method::memory_high);
+                let from = rt.speed_probe.ramp_base(current);
+                let method = method.with_memory_high_on_the_way(from, share);
                 let why = format!(
-                    "{why}; memory.high {:.0}% of the way from the held rate's to the forced \
-                     rate's, raised each {:.2}s the disk is heard keeping up{clause}",
+                    "{why}; memory.high {:.0}% of the way from the {} it had at the step to the \
+                     forced rate's, raised each {:.2}s the disk is heard keeping up{clause}",
                     share * 100.0,
+                    from.map_or_else(|| "none".to_string(), show_bytes),
                     crate::detect::pressure::MIN_SPAN.as_secs_f64()
                 );
                 (method, why)
