@@ -97,8 +97,9 @@ impl Engine {
             (method, Some(clause)) => (method, format!("{why}; {clause}")),
             (method, None) => (method, why),
         };
-        // Under a room step the disk has not been heard keeping up with yet, the writer's
-        // memory.high goes up from the one of the rate it was held at.
+        // Under a step that forced the rate up, the writer's memory.high goes its own way up
+        // from the one it had at the step, as the disk is heard keeping up; the others beside
+        // it, as the held rate would judge them, said for the log.
         let (method, why) = match rt.speed_probe.room_ramp() {
             Some(share) => {
                 let beside = at.company(&self.rates, &inside, &held_method);
