@@ -102,9 +102,11 @@ impl Engine {
         // it, as the held rate would judge them, said for the log.
         let (method, why) = match rt.speed_probe.room_ramp() {
             Some(share) => {
-                let beside = at.company(&self.rates, &inside, &held_method);
-                let (_, clause) = with_company(held_method, beside);
-                let clause = clause.map_or_else(String::new, |c| format!("; {c}"));
+                // Only what the others make of it: the held method itself is not applied here.
+                let clause = held_method
+                    .memory_high()
+                    .and(at.company(&self.rates, &inside, &held_method).clause())
+                    .map_or_else(String::new, |c| format!("; {c}"));
                 let current = rt.method.as_ref().and_then(Method::memory_high);
                 let from = rt.speed_probe.ramp_base(current);
                 let method = method.with_memory_high_on_the_way(from, share);
