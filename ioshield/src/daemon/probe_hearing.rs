@@ -37,6 +37,34 @@ pub fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bo
         return false;
     }
     let counters = diskstats::read().remove(&disk.id);
+    // The others first: a span they waited in raises no memory.high, however the disk did.
+    let totals = pressure::io_some_totals(&actuator.others());
+    let stall = rt.others.observe(now, totals);
+    let most = stall.as_ref().map(|s| {
+        s.cgroup
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |c| c.display().to_string())
+    });
+    if let (Some(stall), Some(most)) = (&stall, &most) {
+        // A target of its own, for the bench to log without the engine's other debug lines.
+        tracing::debug!(
+            target: "ioshield::others",
+            "{}: others waited on I/O {:.0}% of the time (most: {most})",
+            disk.label(),
+            stall.share * 100.0
+        );
+        if rt.speed_probe.others_waited(stall.share) {
+            let (spans, _) = rt.speed_probe.kept_up();
+            tracing::info!(
+                "{}: others waited on I/O {:.0}% of the time under the rate forced {} ({most} \
+                 most): the writer's memory.high holds at {spans} span(s) of its way up until \
+                 they wait less",
+                disk.label(),
+                stall.share * 100.0,
+                rt.speed_probe.forced_for(),
+            );
+        }
+    }
     let ramp = rt.speed_probe.room_ramp();
     if let (Some((at, before)), Some(counters)) = (rt.heard_disk, counters) {
         let seconds = now.saturating_duration_since(at).as_secs_f64();
@@ -62,21 +90,9 @@ pub fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bo
             crate::detect::pressure::MIN_SPAN.as_secs_f64()
         );
     }
-    let totals = pressure::io_some_totals(&actuator.others());
-    let Some(stall) = rt.others.observe(now, totals) else {
+    let (Some(stall), Some(most)) = (stall, most) else {
         return heard;
     };
-    let most = stall
-        .cgroup
-        .as_ref()
-        .map_or_else(|| "none".to_string(), |c| c.display().to_string());
-    // A target of its own, for the bench to log without the engine's other debug lines.
-    tracing::debug!(
-        target: "ioshield::others",
-        "{}: others waited on I/O {:.0}% of the time (most: {most})",
-        disk.label(),
-        stall.share * 100.0
-    );
     match rt.speed_probe.others_stalled(stall.share) {
         Some(why) => {
             took_back(disk, rt, &format!("{why} ({most} waited most)"));

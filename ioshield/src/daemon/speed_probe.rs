@@ -106,6 +106,19 @@ const ROOM_SECONDS: f64 = 2.0;
 /// (`PSI_TRACE=1` runs of `tests/vm/stall.sh`, docs/bench/speed-probe.md).
 pub const OTHERS_HURT: f64 = 0.15;
 
+/// The share of the time the cgroups beside the restriction may wait on I/O over a span heard
+/// under a step that forced the rate up for the span to raise the writer's memory.high on its
+/// way ([`SpeedProbe::others_waited`]): at this or more it holds where it is.
+///
+/// On the way up the others' wait tells a disk at its speed from one with room before any
+/// queue does. 60 s copies on the bed's 30 MB/s disk (stop 76, 6 runs): as memory.high went
+/// from 8 to 41 MiB under a false room, the disk kept up in every span (21-24 MB/s with
+/// 0.10-0.38 writes in flight) while the others' wait rose from 1% to 5-14%, and the one
+/// committing-load pause over 0.25 s came under the quarter after it, at 44 MiB, as they
+/// waited 29-31%. On the 150 MB/s disk (4 runs, the same rates forced, the writer completing
+/// 18-38 MB/s) they waited 0-4% throughout.
+const OTHERS_FELT: f64 = 0.05;
+
 /// Writes in flight on average over the last [`pressure::MIN_SPAN`] or more (heard every
 /// [`pressure::HEAR_EVERY`]) under a rate forced up for room from which the disk counts as
 /// queuing the writes it was let have, when it completed less than the step's least
@@ -255,6 +268,12 @@ struct UnderRoom {
     /// What the disk did over the last span counted in `kept_up`: bytes per second and writes
     /// in flight, for the log.
     last_kept_up: (f64, f64),
+    /// Whether a reading since the last span counted had the others wait [`OTHERS_FELT`] or
+    /// more, holding memory.high where it was: a span counts only from the last such reading.
+    holding: bool,
+    /// The others waited so at this reading, told before the disk's: the span under way
+    /// ends with it, raising nothing.
+    felt_now: bool,
 }
 
 impl UnderRoom {
@@ -267,7 +286,11 @@ impl UnderRoom {
         }
         let mut heard = self.readings.last().copied().unwrap_or_default();
         heard.add(delta, seconds);
-        self.since_kept_up += seconds;
+        if std::mem::take(&mut self.felt_now) {
+            self.since_kept_up = 0.0;
+        } else {
+            self.since_kept_up += seconds;
+        }
         let at = Duration::try_from_secs_f64(heard.seconds).unwrap_or_default();
         let Some(span) = self.readings.push(at, heard, pressure::MIN_SPAN) else {
             return;
@@ -284,8 +307,16 @@ impl UnderRoom {
         } else if self.since_kept_up >= pressure::MIN_SPAN.as_secs_f64() {
             self.kept_up += 1;
             self.since_kept_up = 0.0;
+            self.holding = false;
             self.last_kept_up = (rate, queue);
         }
+    }
+
+    /// The others waited [`OTHERS_FELT`] or more of the last span: the span under way raises
+    /// nothing, the next counts from here.
+    fn felt(&mut self) -> bool {
+        self.felt_now = true;
+        !std::mem::replace(&mut self.holding, true)
     }
 }
 
@@ -434,6 +465,9 @@ pub struct SpeedProbe {
     /// The writer's memory.high when the last step forced the rate up, as the engine found it
     /// at its first retune under the step ([`SpeedProbe::ramp_base`]): the way up starts there.
     ramp_base: Option<u64>,
+    /// The memory.high the writer had at the step for room last taken back, which it keeps
+    /// until the next step ([`SpeedProbe::taken_back_to`]).
+    taken_back_to: Option<u64>,
     /// What the disk did since such a step, or one for room.
     under_room: UnderRoom,
 }
@@ -578,7 +612,8 @@ impl SpeedProbe {
     /// How far the writer's memory.high is on its way from the one it had when the last step
     /// forced the rate up ([`SpeedProbe::ramp_base`]) to that of the forced rate (0 to 1),
     /// while it is on the way: a step up each [`pressure::MIN_SPAN`] heard with the disk
-    /// keeping up, over [`RAMP_SPANS`] of them; a span in which the disk queued raises nothing.
+    /// keeping up, over [`RAMP_SPANS`] of them; a span in which the disk queued, or in which the
+    /// others waited [`OTHERS_FELT`] or more ([`SpeedProbe::others_waited`]), raises nothing.
     /// Every step that forces the rate up starts a way of its own, for room or a quarter more,
     /// from the held rate or from a forced one.
     ///
@@ -613,6 +648,17 @@ impl SpeedProbe {
         self.ramp_base
     }
 
+    /// The memory.high the writer keeps at most after a step for room was taken back, until
+    /// the next step: the one it had at that step ([`SpeedProbe::ramp_base`]).
+    ///
+    /// The rate restored is a forced one, whose own memory.high the writer had not
+    /// necessarily reached on its way up: restored with the rate, it raised memory.high just
+    /// as the others were seen waiting, 24 to 32 MiB 0.14 s after a step for room on 6.12's 30
+    /// MB/s disk, and the next quarter's way up started from there (stop 76, cpslow, r2).
+    pub fn taken_back_to(&self) -> Option<u64> {
+        self.taken_back_to
+    }
+
     /// The disk was measured: nothing forced for room is to be taken back, nor memory.high
     /// raised on the way to a forced rate's, and the disk is no longer heard for them (a
     /// quarter step's way up went on logging spans after stop 74's disk measured itself).
@@ -620,6 +666,7 @@ impl SpeedProbe {
         self.before_room = None;
         self.quarter_from = None;
         self.ramp_base = None;
+        self.taken_back_to = None;
         self.under_room = UnderRoom::default();
     }
 
@@ -627,6 +674,15 @@ impl SpeedProbe {
     /// did over the last of them (bytes per second, writes in flight).
     pub fn kept_up(&self) -> (u32, (f64, f64)) {
         (self.under_room.kept_up, self.under_room.last_kept_up)
+    }
+
+    /// The cgroups beside the restriction waited on I/O `share` of the last span heard, told
+    /// before the disk's reading of the same moment ([`SpeedProbe::hear`]): at [`OTHERS_FELT`]
+    /// or more, while memory.high is on its way up ([`SpeedProbe::room_ramp`]), the span under
+    /// way raises nothing. Returns whether that starts a hold (the last reading raised or
+    /// held nothing), for the log.
+    pub fn others_waited(&mut self, share: f64) -> bool {
+        share >= OTHERS_FELT && self.room_ramp().is_some() && self.under_room.felt()
     }
 
     /// The cgroups beside the restriction waited on I/O `share` of the last span heard. When
@@ -662,7 +718,7 @@ impl SpeedProbe {
     fn take_back(&mut self, seen: &str) -> Option<String> {
         let before = self.before_room.take()?;
         self.under_room = UnderRoom::default();
-        self.ramp_base = None;
+        self.taken_back_to = self.ramp_base.take();
         let undone = self.forced.map_or(0.0, |f| f as f64);
         self.forced = before.forced;
         self.room = before.room;
@@ -893,6 +949,7 @@ impl SpeedProbe {
         // Each step that forces the rate up starts its memory.high's way up afresh.
         self.quarter_from = None;
         self.ramp_base = None;
+        self.taken_back_to = None;
         self.under_room = UnderRoom::default();
         let window = std::mem::take(&mut self.window);
         let spans = std::mem::take(&mut self.spans);
@@ -1764,6 +1821,93 @@ mod tests {
         p.disk_measured();
         assert_eq!(p.room_ramp(), None);
         assert!(!p.hears_others());
+    }
+
+    /// Stop 76's 60 s copies on the 30 MB/s disk: under a false room the disk kept up (21-24
+    /// MB/s, 0.10-0.38 writes in flight) while the others' wait rose to 5-14% as memory.high
+    /// went up to 41 MiB. A span in which they wait 5% or more raises nothing; the next counts
+    /// from the reading after.
+    #[test]
+    fn memory_high_holds_on_its_way_while_the_others_wait() {
+        let mut p = SpeedProbe::default();
+        listened(&mut p, 0, 24, 0.10).unwrap();
+        assert_eq!(p.room_ramp(), Some(0.0));
+        // Heard every 250 ms, as the engine does: the others, then the disk.
+        let reading = |p: &mut SpeedProbe, others: f64| {
+            let started = p.others_waited(others);
+            p.hear(
+                &DiskDelta {
+                    written: 6 * MB,
+                    write_ms: 50,
+                    in_flight: 1,
+                },
+                0.25,
+            );
+            started
+        };
+        for _ in 0..3 {
+            assert!(!reading(&mut p, 0.01));
+        }
+        assert_eq!(
+            p.room_ramp(),
+            Some(1.0 / 6.0),
+            "a span the others did not feel"
+        );
+        assert!(reading(&mut p, 0.08), "a hold starts");
+        assert!(!reading(&mut p, 0.09), "and goes on");
+        assert!(!reading(&mut p, 0.01));
+        assert!(!reading(&mut p, 0.01));
+        assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "held");
+        assert!(!reading(&mut p, 0.01));
+        assert_eq!(
+            p.room_ramp(),
+            Some(2.0 / 6.0),
+            "three readings after the last they waited in"
+        );
+        assert_eq!(
+            p.others_stalled(0.08),
+            None,
+            "felt is not hurt: nothing taken back"
+        );
+        assert!(reading(&mut p, 0.06), "a new hold after a span counted");
+        // Once on its way's end, or with nothing forced, their wait holds nothing.
+        let mut held = SpeedProbe::default();
+        assert!(!held.others_waited(0.5));
+    }
+
+    /// Stop 76's 6.12 copy (cpslow, r2): a step for room from a forced rate, taken back 0.14 s
+    /// after it, restored that rate with its whole memory.high, 24 to 32 MiB, as the others
+    /// were seen waiting. The writer keeps what it had at the step until the next one.
+    #[test]
+    fn a_step_for_room_taken_back_keeps_the_memory_high_it_had() {
+        let mut p = SpeedProbe::default();
+        listened(&mut p, 0, 25, 0.17).unwrap();
+        assert_eq!(p.ramp_base(Some(8 * MIB)), Some(8 * MIB));
+        run(&mut p, 5, 50, 0.2);
+        let (m, _) = assumed(&mut p, at(5)).unwrap();
+        assert_eq!(m.rate_range(), Some((100_000_000, 100_000_000)));
+        assert_eq!(p.taken_back_to(), None);
+        assert_eq!(p.ramp_base(Some(24 * MIB)), Some(24 * MIB), "at the step");
+        p.others_stalled(0.23).unwrap();
+        assert_eq!(p.taken_back_to(), Some(24 * MIB));
+        assert_eq!(p.room_ramp(), None, "no way up under the rate restored");
+        let (m, why) = assumed(&mut p, at(6)).unwrap();
+        assert_eq!(m.rate_range(), Some((50_000_000, 50_000_000)));
+        assert!(
+            memory_high(&m).is_some_and(|h| h > 24 * MIB),
+            "the restored rate's own, which the engine caps: {why}"
+        );
+        assert_eq!(p.taken_back_to(), Some(24 * MIB), "until the next step");
+        run(&mut p, 4, 30, 0.2);
+        let (m, why) = assumed(&mut p, at(10)).unwrap();
+        assert!(why.contains("a quarter more"), "{why}");
+        assert_eq!(m.rate_range(), Some((62_500_000, 62_500_000)));
+        assert_eq!(p.taken_back_to(), None);
+        assert_eq!(
+            p.ramp_base(Some(24 * MIB)),
+            Some(24 * MIB),
+            "its way from there"
+        );
     }
 
     /// Stop 65's false room on 6.1 (20.9 MB/s with 0.23 in flight, forced to 46 MB/s): the

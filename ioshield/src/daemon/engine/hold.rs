@@ -121,6 +121,16 @@ impl Engine {
             }
             None => (method, why),
         };
+        let (method, why) = match rt.speed_probe.taken_back_to() {
+            Some(most) if method.memory_high().is_some_and(|m| m > most) => (
+                method.with_memory_high_at_most(most),
+                format!(
+                    "{why}; memory.high kept at the {} it had at the step taken back",
+                    show_bytes(most)
+                ),
+            ),
+            _ => (method, why),
+        };
         // Every process in the restriction, as the held score counts them.
         let processes: HashSet<u32> = members
             .iter()
