@@ -107,8 +107,9 @@ const ROOM_SECONDS: f64 = 2.0;
 pub const OTHERS_HURT: f64 = 0.15;
 
 /// The share of the time the cgroups beside the restriction may wait on I/O over a span heard
-/// under a step that forced the rate up for the span to raise the writer's memory.high on its
-/// way ([`SpeedProbe::others_waited`]): at this or more it holds where it is.
+/// under a step that forced the rate up and still have that span raise the writer's
+/// memory.high on its way ([`SpeedProbe::others_waited`]): at this or more memory.high holds
+/// where it is.
 ///
 /// On the way up the others' wait tells a disk at its speed from one with room before any
 /// queue does. 60 s copies on the bed's 30 MB/s disk (stop 76, 6 runs): as memory.high went
@@ -116,7 +117,9 @@ pub const OTHERS_HURT: f64 = 0.15;
 /// 0.10-0.38 writes in flight) while the others' wait rose from 1% to 5-14%, and the one
 /// committing-load pause over 0.25 s came under the quarter after it, at 44 MiB, as they
 /// waited 29-31%. On the 150 MB/s disk (4 runs, the same rates forced, the writer completing
-/// 18-38 MB/s) they waited 0-4% throughout.
+/// 18-38 MB/s) they waited 0-4% throughout. Held so, 12 of 12 such copies (stop 77, two
+/// benches) kept every innocent within 0.25 s, the worst commit pause 0.18 s, against 11 of 12
+/// and 0.28 s the same session; the 150 MB/s disk's never held (docs/bench/speed-probe.md).
 const OTHERS_FELT: f64 = 0.05;
 
 /// Writes in flight on average over the last [`pressure::MIN_SPAN`] or more (heard every
@@ -679,8 +682,8 @@ impl SpeedProbe {
     /// The cgroups beside the restriction waited on I/O `share` of the last span heard, told
     /// before the disk's reading of the same moment ([`SpeedProbe::hear`]): at [`OTHERS_FELT`]
     /// or more, while memory.high is on its way up ([`SpeedProbe::room_ramp`]), the span under
-    /// way raises nothing. Returns whether that starts a hold (the last reading raised or
-    /// held nothing), for the log.
+    /// way raises nothing. Returns whether this starts a hold (none since the last span
+    /// counted), for the log.
     pub fn others_waited(&mut self, share: f64) -> bool {
         share >= OTHERS_FELT && self.room_ramp().is_some() && self.under_room.felt()
     }
