@@ -40,30 +40,8 @@ pub fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bo
     // The others first: a span they waited in raises no memory.high, however the disk did.
     let totals = pressure::io_some_totals(&actuator.others());
     let stall = rt.others.observe(now, totals);
-    let most = stall.as_ref().map(|s| {
-        s.cgroup
-            .as_ref()
-            .map_or_else(|| "none".to_string(), |c| c.display().to_string())
-    });
-    if let (Some(stall), Some(most)) = (&stall, &most) {
-        // A target of its own, for the bench to log without the engine's other debug lines.
-        tracing::debug!(
-            target: "ioshield::others",
-            "{}: others waited on I/O {:.0}% of the time (most: {most})",
-            disk.label(),
-            stall.share * 100.0
-        );
-        if rt.speed_probe.others_waited(stall.share) {
-            let (spans, _) = rt.speed_probe.kept_up();
-            tracing::info!(
-                "{}: others waited on I/O {:.0}% of the time under the rate forced {} ({most} \
-                 most): the writer's memory.high holds at {spans} span(s) of its way up until \
-                 they wait less",
-                disk.label(),
-                stall.share * 100.0,
-                rt.speed_probe.forced_for(),
-            );
-        }
+    if let Some(stall) = &stall {
+        heard_others_wait(disk, rt, stall);
     }
     let ramp = rt.speed_probe.room_ramp();
     if let (Some((at, before)), Some(counters)) = (rt.heard_disk, counters) {
@@ -90,15 +68,39 @@ pub fn hear_others(disk: &Disk, rt: &mut DiskRuntime, actuator: &Actuator) -> bo
             crate::detect::pressure::MIN_SPAN.as_secs_f64()
         );
     }
-    let (Some(stall), Some(most)) = (stall, most) else {
+    let Some(stall) = stall else {
         return heard;
     };
     match rt.speed_probe.others_stalled(stall.share) {
         Some(why) => {
-            took_back(disk, rt, &format!("{why} ({most} waited most)"));
+            took_back(disk, rt, &format!("{why} ({} waited most)", stall.most()));
             true
         }
         None => heard,
+    }
+}
+
+/// Logs how long the others waited on I/O over the last span, and tells the speed probe, whose
+/// memory.high holds on its way up while they wait ([`SpeedProbe::others_waited`]).
+fn heard_others_wait(disk: &Disk, rt: &mut DiskRuntime, stall: &crate::detect::pressure::Stall) {
+    let most = stall.most();
+    // A target of its own, for the bench to log without the engine's other debug lines.
+    tracing::debug!(
+        target: "ioshield::others",
+        "{}: others waited on I/O {:.0}% of the time (most: {most})",
+        disk.label(),
+        stall.share * 100.0
+    );
+    if rt.speed_probe.others_waited(stall.share) {
+        let (spans, _) = rt.speed_probe.kept_up();
+        tracing::info!(
+            "{}: others waited on I/O {:.0}% of the time under the rate forced {} ({most} \
+             most): the writer's memory.high holds at {spans} span(s) of its way up until they \
+             wait less",
+            disk.label(),
+            stall.share * 100.0,
+            rt.speed_probe.forced_for(),
+        );
     }
 }
 

@@ -28,6 +28,15 @@ pub struct Stall {
     pub cgroup: Option<PathBuf>,
 }
 
+impl Stall {
+    /// The cgroup that waited most, for the daemon's log.
+    pub fn most(&self) -> String {
+        self.cgroup
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |c| c.display().to_string())
+    }
+}
+
 /// The stall totals read since the oldest one a span may still start from, and when.
 #[derive(Clone, Debug, Default)]
 pub struct OthersStall {
