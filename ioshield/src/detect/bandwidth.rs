@@ -222,8 +222,8 @@ pub struct BandwidthEstimator {
     /// that short: 6.1's 30 MB/s disk, having completed 25.6 and 25.7 MB/s, was measured at
     /// 22.5 MB/s from the next stretch (24.2 and 20.8 MB/s with 0.89 and 0.54 writes in flight),
     /// below even the assumed 25 MB/s, and the copy was held there for good (stop 77's
-    /// `target/b77-cpslow-fw`: 4 of its 6 runs on 6.1 measured 20.6-26.8 MB/s, each copy at
-    /// 18.8-22.6 MB/s against 22.8-24.9 in those not measured).
+    /// `target/b77-cpslow-fw` and `-fw2`: 4 of their 6 runs on 6.1 measured 20.6-26.8 MB/s,
+    /// each copy at 18.8-22.6 MB/s against 22.8-24.9 in those not measured).
     shown: HashMap<DevId, Shown>,
     /// How ioshield's own iocost holds each disk's rate, where it does (`hold`).
     holds: HashMap<DevId, RateHold>,
@@ -545,6 +545,13 @@ mod tests {
         sample
     }
 
+    /// Seconds of `(written, queued)` one after the other, as [`second`] makes them.
+    fn periods(e: &mut BandwidthEstimator, seconds: &[(u64, f64)]) {
+        for &(written, queued) in seconds {
+            e.observe(&second(written, queued));
+        }
+    }
+
     fn backlog(written: u64) -> Sample {
         second(written, 8.0)
     }
@@ -810,11 +817,6 @@ mod tests {
     /// disk had just before.
     #[test]
     fn a_disk_is_not_measured_below_what_it_completed_under_the_forced_rate() {
-        let periods = |e: &mut BandwidthEstimator, seconds: &[(u64, f64)]| {
-            for &(written, queued) in seconds {
-                e.observe(&ending_with(second(written, queued), 1));
-            }
-        };
         let mut e = BandwidthEstimator::default();
         e.hold(DEV, Some(RateHold::AtLeast(62.5e6)));
         periods(&mut e, &[(25_608_192, 0.46), (25_714_688, 0.54)]);
@@ -1060,11 +1062,6 @@ mod tests {
     /// never four (bench-floor47-30). The same bound on the 150 MB/s disk: 0.12-0.42.
     #[test]
     fn a_disk_held_at_a_lower_bound_it_does_not_have_is_measured() {
-        let periods = |e: &mut BandwidthEstimator, seconds: &[(u64, f64)]| {
-            for &(written, queued) in seconds {
-                e.observe(&second(written, queued));
-            }
-        };
         // The fast disk keeps up with the bound: still at least 50 MB/s.
         let mut e = BandwidthEstimator::default();
         e.seed(DEV, Kept::AtLeast(50e6));
