@@ -1062,16 +1062,17 @@ mod tests {
     /// never four (bench-floor47-30). The same bound on the 150 MB/s disk: 0.12-0.42.
     #[test]
     fn a_disk_held_at_a_lower_bound_it_does_not_have_is_measured() {
-        // The fast disk keeps up with the bound: still at least 50 MB/s.
-        let mut e = BandwidthEstimator::default();
-        e.seed(DEV, Kept::AtLeast(50e6));
-        e.hold(DEV, Some(RateHold::AtLeast(50e6)));
-        periods(
-            &mut e,
-            &[(45_300_000, 0.20), (39_500_000, 0.15), (62_100_000, 0.42)],
-        );
-        assert_eq!(e.learned(DEV), Some(50e6));
         for kept in [Kept::AtLeast(50e6), Kept::Speed(50e6)] {
+            // The fast disk keeps up with the bound: still at least 50 MB/s.
+            let mut e = BandwidthEstimator::default();
+            e.seed(DEV, kept);
+            e.hold(DEV, Some(RateHold::AtLeast(50e6)));
+            periods(
+                &mut e,
+                &[(45_300_000, 0.20), (39_500_000, 0.15), (62_100_000, 0.42)],
+            );
+            assert_eq!(e.learned(DEV), Some(50e6));
+            // The slow disk, held at the same bound.
             let mut e = BandwidthEstimator::default();
             e.seed(DEV, kept);
             e.hold(DEV, Some(RateHold::AtLeast(50e6)));
