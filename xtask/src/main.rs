@@ -44,7 +44,7 @@ enum Task {
     Measure {
         #[command(subcommand)]
         what: Measure,
-        /// Repeats (probe-cost) or seconds per phase (daemon-cost).
+        /// Repeats (probe-cost, detection) or seconds per phase (daemon-cost).
         #[arg(long, default_value_t = 5, global = true)]
         n: u64,
     },
@@ -71,6 +71,9 @@ enum Measure {
     ProbeCost,
     /// The daemon's CPU per hour and RSS, idle and under a heavy writer.
     DaemonCost,
+    /// How soon a `cp` from memory is restricted on this machine, with the shipped
+    /// configuration on a disk never measured (`--n` copies).
+    Detection,
 }
 
 fn main() {
@@ -94,6 +97,7 @@ fn main() {
                 .and_then(|()| match what {
                     Measure::ProbeCost => measure::probe_cost(n as usize),
                     Measure::DaemonCost => measure::daemon_cost(n),
+                    Measure::Detection => measure::detection(n as usize),
                 })
         }
     };

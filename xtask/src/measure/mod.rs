@@ -1,5 +1,6 @@
-//! `cargo xtask measure probe-cost | daemon-cost`: the figures the issues ask for, from real runs
-//! on this machine, with a baseline measured in the same run. Repeats and prints medians.
+//! `cargo xtask measure probe-cost | daemon-cost | detection`: the figures the issues ask for,
+//! from real runs on this machine, with a baseline measured in the same run where one applies.
+//! Repeats and prints medians.
 use std::{
     path::Path,
     process::{Child, Command, Stdio},
@@ -9,6 +10,9 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::cmd::workspace_root;
+
+mod detection;
+pub use detection::detection;
 
 const STATS_SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
 

@@ -1,0 +1,273 @@
+//! `cargo xtask measure detection`: how long after a `cp` starts the daemon restricts it, on this
+//! machine's own CPU and disk, with the shipped configuration on a disk it has never measured
+//! (what a fresh install meets). The qemu bench's detection includes its emulated CPU, which runs
+//! the daemon's step and the kernel's side of a restriction tens of times slower than a real one;
+//! this is the same path at a real machine's speed.
+use std::{
+    io::{BufRead as _, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc::{Receiver, channel},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{ioshield, median, scratch};
+use crate::cmd::workspace_root;
+
+/// Large enough that the copy outlasts its report at any speed a page cache dirties at.
+const SOURCE_MIB: u32 = 400;
+
+/// What the daemon's `restrict` line says about one restriction, in ms.
+#[derive(Debug, PartialEq)]
+pub struct Reported {
+    /// The kernel's window: the time the copy took to dirty what it was reported for.
+    pub window: f64,
+    /// From the kernel's report to the daemon's decision.
+    pub judged_after: f64,
+    /// The actuator's own time for the restriction.
+    pub actuator: f64,
+}
+
+/// Reads the figures of a line like "restrict pid 5143 (cp) dirtied 6.3 MB in 3 ms on /dev/vda,
+/// ... (judged 0 ms after): ioprio idle (1 processes, in 0 ms)".
+pub fn parse_restrict_line(line: &str) -> Option<Reported> {
+    let number_after = |text: &str, marker: &str| -> Option<f64> {
+        let rest = &text[text.find(marker)? + marker.len()..];
+        rest.split_whitespace().next()?.parse().ok()
+    };
+    let after_dirtied = &line[line.find(" dirtied ")?..];
+    Some(Reported {
+        window: number_after(after_dirtied, " MB in ")?,
+        judged_after: number_after(line, "(judged ")?,
+        actuator: number_after(&line[line.rfind(" processes, in ")?..], " processes, in ")?,
+    })
+}
+
+/// The daemon's log lines, each with the moment it arrived.
+struct Log {
+    lines: Receiver<(Instant, String)>,
+    seen: Vec<String>,
+}
+
+impl Log {
+    fn follow(daemon: &mut Child) -> Result<Log> {
+        let stderr = daemon.stderr.take().context("the daemon's stderr")?;
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(Log {
+            lines: rx,
+            seen: Vec::new(),
+        })
+    }
+
+    /// The first line from now on that contains `needle`, with its arrival.
+    fn wait_for(&mut self, needle: &str, within: Duration) -> Result<(Instant, String)> {
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok((at, line)) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return Ok((at, line));
+                    }
+                }
+                Err(_) => {
+                    let tail = self.seen[self.seen.len().saturating_sub(20)..].join("\n");
+                    bail!(
+                        "no daemon line with {needle:?} within {within:?}; its last lines:\n{tail}"
+                    )
+                }
+            }
+        }
+    }
+}
+
+/// The shipped configuration, with its state and speeds files in `dir`: the disk unmeasured.
+fn shipped_config(dir: &Path) -> Result<PathBuf> {
+    let shipped = std::fs::read_to_string(workspace_root().join("packaging/ioshield.toml"))?;
+    let mut replaced = 0;
+    let text: Vec<String> = shipped
+        .lines()
+        .map(|l| {
+            let key = l.split('=').next().unwrap_or("").trim();
+            match key {
+                "state_file" | "speeds_file" => {
+                    replaced += 1;
+                    format!("{key} = \"{}/{key}.json\"", dir.display())
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect();
+    if replaced != 2 {
+        bail!("packaging/ioshield.toml: expected one state_file and one speeds_file line");
+    }
+    let path = dir.join("ioshield.toml");
+    std::fs::write(&path, text.join("\n") + "\n")?;
+    Ok(path)
+}
+
+/// The copy's source, in memory (tmpfs) when there is room: a copy from memory dirties as fast
+/// as this machine can, the harshest case for the window.
+fn source_file(dir: &Path) -> Result<PathBuf> {
+    let shm = Path::new("/dev/shm");
+    let in_memory = shm.is_dir()
+        && Command::new("df")
+            .args(["--output=avail", "-B1M"])
+            .arg(shm)
+            .output()
+            .ok()
+            .and_then(|o| String::from_utf8(o.stdout).ok())
+            .and_then(|s| s.lines().nth(1)?.trim().parse::<u64>().ok())
+            .is_some_and(|mib| mib > 2 * u64::from(SOURCE_MIB));
+    let path = if in_memory {
+        shm.join(format!("ioshield-measure-{}.src", std::process::id()))
+    } else {
+        dir.join("source")
+    };
+    let status = Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", "status=none"])
+        .arg(format!("count={SOURCE_MIB}"))
+        .arg(format!("of={}", path.display()))
+        .status()?;
+    if !status.success() {
+        bail!("dd could not write {}", path.display());
+    }
+    Ok(path)
+}
+
+pub fn detection(repeats: usize) -> Result<()> {
+    let dir = scratch()?;
+    let source = source_file(&dir);
+    let result = source
+        .as_ref()
+        .map_err(|e| anyhow::anyhow!("{e:#}"))
+        .and_then(|src| {
+            let rows = measure(&dir, src, repeats)?;
+            report(&rows);
+            Ok(())
+        });
+    if let Ok(src) = source {
+        let _ = std::fs::remove_file(src);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn measure(dir: &Path, source: &Path, repeats: usize) -> Result<Vec<(f64, Reported)>> {
+    let config = shipped_config(dir)?;
+    let mut daemon = ioshield()
+        .args(["daemon", "--config"])
+        .arg(&config)
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let result = Log::follow(&mut daemon).and_then(|mut log| {
+        log.wait_for("ioshield daemon running", Duration::from_secs(60))?;
+        let dst = dir.join("copy");
+        let mut rows = Vec::new();
+        for _ in 0..repeats {
+            let _ = std::fs::remove_file(&dst);
+            // Nothing of the last copy left to write: the next starts on a quiet disk.
+            Command::new("sync").status()?;
+            std::thread::sleep(Duration::from_secs(2));
+            let started = Instant::now();
+            let mut cp = Command::new("cp").arg(source).arg(&dst).spawn()?;
+            let pid = cp.id();
+            let restricted = log.wait_for(&format!("restrict pid {pid} "), Duration::from_secs(20));
+            cp.wait()?;
+            let (at, line) = restricted?;
+            let reported = parse_restrict_line(&line)
+                .with_context(|| format!("no figures in the daemon's line: {line}"))?;
+            let ms = at.duration_since(started).as_secs_f64() * 1e3;
+            if rows.is_empty() {
+                // How this host restricts (the action `auto` chose), once.
+                println!(
+                    "the daemon: {}",
+                    &line[line.find("restrict pid").unwrap_or(0)..]
+                );
+            }
+            println!(
+                "cp restricted {ms:.1} ms after its spawn: window {:.0} ms, judged {:.0} ms after, \
+                 actuator {:.0} ms",
+                reported.window, reported.judged_after, reported.actuator
+            );
+            rows.push((ms, reported));
+            // One restriction per disk: the next copy is reported once this one is released.
+            log.wait_for(&format!("release pid {pid} "), Duration::from_secs(60))?;
+        }
+        Ok(rows)
+    });
+    let _ = Command::new("kill").arg(daemon.id().to_string()).status();
+    let status = daemon.wait()?;
+    let rows = result?;
+    if !status.success() {
+        bail!("the daemon exited with {status}");
+    }
+    Ok(rows)
+}
+
+fn report(rows: &[(f64, Reported)]) {
+    let column = |f: &dyn Fn(&(f64, Reported)) -> f64| {
+        let mut v: Vec<f64> = rows.iter().map(f).collect();
+        let worst = v.iter().copied().fold(0.0, f64::max);
+        (median(&mut v), worst)
+    };
+    println!("{} copies, median (worst), ms:", rows.len());
+    for (name, (m, w)) in [
+        ("spawn to restriction", column(&|r| r.0)),
+        ("kernel's window", column(&|r| r.1.window)),
+        ("report to decision", column(&|r| r.1.judged_after)),
+        ("actuator", column(&|r| r.1.actuator)),
+    ] {
+        println!("{name:<22} {m:>8.1} ({w:.1})");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_figures_of_a_restrict_line_are_read() {
+        let line = "2026-12-06T20:28:43.024952Z  INFO restrict pid 5143 (cp) dirtied 6.3 MB in 3 ms \
+                    on /dev/vda, faster than the disk's 25.0 MB/s (judged 1 ms after): ioprio idle \
+                    (1 processes, in 0 ms) pid=5143 action=\"restrict\"";
+        assert_eq!(
+            parse_restrict_line(line),
+            Some(Reported {
+                window: 3.0,
+                judged_after: 1.0,
+                actuator: 0.0
+            })
+        );
+        let cgroup = "restrict pid 191 (cp) dirtied 6.3 MB in 121 ms on /dev/vda, faster than \
+                      the disk's 25.0 MB/s (judged 18 ms after): io.weight=1 (iocost on, disk not \
+                      measured: modelled at 25.0MB/s, the rate held at 25.0MB/s) memory.high=8M (1 \
+                      processes, in 42 ms: iocost journal 9 ms, set-up 2 ms)";
+        assert_eq!(
+            parse_restrict_line(cgroup),
+            Some(Reported {
+                window: 121.0,
+                judged_after: 18.0,
+                actuator: 42.0
+            })
+        );
+    }
+
+    #[test]
+    fn a_line_without_the_figures_is_not_read() {
+        assert_eq!(
+            parse_restrict_line("restrict pid 5 (x) by its backlog"),
+            None
+        );
+    }
+}
