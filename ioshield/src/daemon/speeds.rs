@@ -17,7 +17,7 @@ use super::speed_probe::{NoRoom, covered_by_no_room};
 use crate::detect::bandwidth::Kept;
 
 /// In front of a disk's identity: the value is a lower bound of its speed. Identities start
-/// with `wwid:`, `serial:` or `model:`.
+/// with `wwid:`, `serial:`, `dm-uuid:`, `dm-name:`, `md-uuid:` or `model:`.
 const AT_LEAST: &str = "at-least:";
 /// In front of a disk's identity: the rate held when a window of the speed probe showed that
 /// the disk queues at that rate (`SpeedProbe`): a disk never measured (short copies end before

@@ -117,11 +117,15 @@ pub fn whole_disks() -> Vec<Disk> {
         .collect()
 }
 
-/// A name for the disk that survives reboots and renumbering: its WWN, else its serial, else its
-/// model and size (from sysfs). `None` for devices without a node or any of these.
+/// A name for the disk that survives reboots and renumbering: its WWN, else its serial, else for
+/// a mapped device (LUKS, LVM) its device-mapper UUID or name and for a software RAID its array
+/// UUID, else its model and size (from sysfs). `None` for devices without a node or any of these.
 pub fn identity(disk: &Disk) -> Option<String> {
-    let name = disk.name.as_ref()?;
-    let sys = Path::new("/sys/block").join(name);
+    identity_in(&Path::new("/sys/block").join(disk.name.as_ref()?))
+}
+
+/// [`identity`] of the block device whose sysfs directory is `sys`.
+fn identity_in(sys: &Path) -> Option<String> {
     let read = |rel: &str| {
         std::fs::read_to_string(sys.join(rel))
             .ok()
@@ -133,6 +137,18 @@ pub fn identity(disk: &Disk) -> Option<String> {
     }
     if let Some(s) = read("serial").or_else(|| read("device/serial")) {
         return Some(format!("serial:{s}"));
+    }
+    // An encrypted or LVM root has none of the above: without these its speed would be learned
+    // anew after every restart. The UUID is set by cryptsetup or LVM and survives reboots; a
+    // device mapped by hand may have none, and then its name is what the admin made it under.
+    if let Some(u) = read("dm/uuid") {
+        return Some(format!("dm-uuid:{u}"));
+    }
+    if let Some(n) = read("dm/name") {
+        return Some(format!("dm-name:{n}"));
+    }
+    if let Some(u) = read("md/uuid") {
+        return Some(format!("md-uuid:{u}"));
     }
     let model = read("device/model")?;
     Some(format!("model:{model}:sectors:{}", read("size")?))
@@ -348,6 +364,63 @@ mod tests {
 
     /// sysfs as the kernel lays it out: `/sys/block/NAME` links into `/sys/devices`, and a
     /// mapped device lists the disks below it in `slaves`.
+    #[test]
+    fn mapped_and_raid_devices_have_an_identity_of_their_own() {
+        let root = tempfile::tempdir().unwrap();
+        let device = |name: &str, files: &[(&str, &str)]| {
+            let sys = root.path().join(name);
+            for (rel, text) in files {
+                let path = sys.join(rel);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                std::fs::write(path, text).unwrap();
+            }
+            identity_in(&sys)
+        };
+        assert_eq!(
+            device(
+                "dm-0",
+                &[
+                    ("dm/uuid", "CRYPT-LUKS2-0b4f9c1e2d3a4b5c-luks-0b4f\n"),
+                    ("dm/name", "luks-0b4f\n"),
+                    ("size", "1000\n"),
+                ]
+            )
+            .as_deref(),
+            Some("dm-uuid:CRYPT-LUKS2-0b4f9c1e2d3a4b5c-luks-0b4f")
+        );
+        assert_eq!(
+            device("dm-1", &[("dm/uuid", "\n"), ("dm/name", "slow\n")]).as_deref(),
+            Some("dm-name:slow"),
+            "a device mapped without a UUID"
+        );
+        assert_eq!(
+            device(
+                "md0",
+                &[("md/uuid", "3f1a2b4c-0000-1111-2222-333344445555\n")]
+            )
+            .as_deref(),
+            Some("md-uuid:3f1a2b4c-0000-1111-2222-333344445555")
+        );
+        assert_eq!(
+            device(
+                "sda",
+                &[
+                    ("device/wwid", "naa.5000c500a1b2c3d4\n"),
+                    ("device/model", "ST4000\n"),
+                    ("size", "7814037168\n")
+                ]
+            )
+            .as_deref(),
+            Some("wwid:naa.5000c500a1b2c3d4"),
+            "a disk keeps the identity earlier versions gave it"
+        );
+        assert_eq!(
+            device("vdb", &[("device/model", "QEMU\n"), ("size", "2048\n")]).as_deref(),
+            Some("model:QEMU:sectors:2048")
+        );
+        assert_eq!(device("loop0", &[("size", "2048\n")]), None);
+    }
+
     #[test]
     fn luks_on_a_usb_ssd_is_on_a_slow_bus_and_on_nvme_is_not() {
         use std::os::unix::fs::symlink;

@@ -18,9 +18,10 @@ const MIRROR: &str = "http://deb.debian.org/debian";
 /// On top of minbase: what a systemd machine needs to boot and to run the package's unit.
 /// perl-base (in minbase) drives the test's writer, so python3 is not needed. libpam-systemd
 /// (pam_systemd) is what lets `user@UID.service` start, dbus-user-session gives each user the bus
-/// their systemd is reached on: user managers as on a desktop.
-const INCLUDE: &str =
-    "systemd,systemd-sysv,dbus,udev,kmod,e2fsprogs,procps,libpam-systemd,dbus-user-session";
+/// their systemd is reached on: user managers as on a desktop. dmsetup maps a disk the way LUKS
+/// and LVM do.
+const INCLUDE: &str = "systemd,systemd-sysv,dbus,udev,kmod,e2fsprogs,procps,libpam-systemd,\
+                       dbus-user-session,dmsetup";
 /// Apparent size of the image; the file is sparse and the guest writes to a snapshot.
 const IMAGE_SIZE: u64 = 2 << 30;
 /// Units that would only add load to an emulated guest (timers fire apt and fstrim jobs) or wait

@@ -578,8 +578,8 @@ impl Engine {
         match &identity {
             Some(i) => tracing::info!("{}: disk identity {i}", disk.label()),
             None => tracing::info!(
-                "{}: no stable identity (no WWN, serial or model): its measured speed is not \
-                 kept across restarts",
+                "{}: no stable identity (no WWN, serial, device-mapper or RAID UUID, or model): \
+                 its measured speed is not kept across restarts",
                 disk.label()
             ),
         }
