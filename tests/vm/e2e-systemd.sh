@@ -1029,26 +1029,38 @@ check mapped-restricted "${MRESTRICT:-no restriction on $MAPPED}; IOWriteBandwid
 # The kernel holds the limit: systemd writes it on the disk the mapping originates from (its
 # block_get_originating: vdb's 254:16 for dm-0 here), where the mapped writes arrive still
 # charged to the writer's cgroup, or on the mapped disk's own number. What the cgroup wrote
-# through the limited disk over 6 s stays under it (memory.high alone may hold it there too:
-# the rate is a bound, io.max the proof).
+# through the limited disk over 6 s stays under the limit (which the daemon may retune
+# meanwhile: the higher of the two read), though memory.high alone may hold it there too: the
+# rate is a bound, io.max the proof.
 MDEV=$(cat "/sys/block/${MAPPED#/dev/}/dev" 2> /dev/null)
 MBELOW=$(cat /sys/block/"${MAPPED#/dev/}"/slaves/*/dev 2> /dev/null | tr '\n' ' ')
 MCG=/sys/fs/cgroup/system.slice/mapped-writer.service
-MLIMIT_BPS=$(echo "$MLIMIT" | awk '{ print $2 + 0 }')
 MLIMITED=
 for d in $MDEV $MBELOW; do
-    grep -q "^$d .*wbps=$MLIMIT_BPS" "$MCG/io.max" 2> /dev/null && MLIMITED=$d && break
+    grep -q "^$d .*wbps=[0-9]" "$MCG/io.max" 2> /dev/null && MLIMITED=$d && break
 done
-check mapped-io-max "io.max of mapped-writer.service: $(tr '\n' ' ' < "$MCG/io.max" 2>&1) (want wbps=$MLIMIT_BPS on $MDEV or $MBELOW)" \
+check mapped-io-max "io.max of mapped-writer.service: $(tr '\n' ' ' < "$MCG/io.max" 2>&1) (want a wbps limit on $MDEV or $MBELOW)" \
     test -n "$MLIMITED"
+mwbps() { sed -n "s/^${MLIMITED:-none} .*wbps=\([0-9]*\).*/\1/p" "$MCG/io.max" 2> /dev/null; }
 mwbytes() { sed -n "s/^${MLIMITED:-none} .*wbytes=\([0-9]*\).*/\1/p" "$MCG/io.stat" 2> /dev/null; }
+ML0=$(mwbps)
+MT0=$(now)
 MW0=$(mwbytes)
 sleep 6
 MW1=$(mwbytes)
-MRATE=$(((${MW1:-0} - ${MW0:-0}) / 6))
-log "mapped: mapped-writer.service wrote $MRATE B/s through ${MLIMITED:-no limited disk} over 6 s under $MLIMIT_BPS"
-check mapped-held "mapped-writer.service wrote $MRATE B/s through ${MLIMITED:-no limited disk} over 6 s under IOWriteBandwidthMax='$MLIMIT'" \
-    test "$MRATE" -gt 1000000 -a "$MRATE" -le $((MLIMIT_BPS * 105 / 100))
+MT1=$(now)
+ML1=$(mwbps)
+MRATE=$(awk -v b="$((${MW1:-0} - ${MW0:-0}))" -v t0="$MT0" -v t1="$MT1" 'BEGIN { printf "%d", b / (t1 - t0) }')
+MBOUND=$((${ML0:-0} > ${ML1:-0} ? ${ML0:-0} : ${ML1:-0}))
+log "mapped: mapped-writer.service wrote $MRATE B/s through ${MLIMITED:-no limited disk} over 6 s under wbps=${ML0:-none} then ${ML1:-none}"
+# The throttle's slices let a little over the limit through now and then (up to 3.6% here).
+check mapped-held "mapped-writer.service wrote $MRATE B/s through ${MLIMITED:-no limited disk} over 6 s under wbps=${ML0:-none} then ${ML1:-none}" \
+    test "$MRATE" -gt 1000000 -a "$MRATE" -le $((MBOUND * 110 / 100))
+# Not measured by its own limit: the writes it holds back below the mapping count as in flight
+# on it, and a measurement from them lowered the limit again (19.5-20.6 MB/s, the limit then
+# 14.6-15.4 MB/s, within 2 s in 3 of 6 runs before stop 79).
+MREMEASURED=$(journal_since "$T30" | grep -m1 "on $MAPPED: .*the disk now measures")
+check mapped-not-measured-by-its-limit "$MREMEASURED" test -z "$MREMEASURED"
 systemctl stop mapped-writer.service
 rm -f "$DATA/mapped"
 umount "$DATA"

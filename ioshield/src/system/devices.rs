@@ -249,6 +249,20 @@ fn passes_slow_bus(device: &Path) -> bool {
     })
 }
 
+/// Whether the block device is mapped over exactly one other (LUKS, LVM on one disk or on
+/// LUKS): systemd puts an `IOWriteBandwidthMax=` given for such a device on the one below it
+/// (its `block_get_originating`; over several, on the device itself), so the writes that limit
+/// holds back count as in flight on this one.
+pub fn mapped_over_one(disk: &Disk) -> bool {
+    disk.name
+        .as_ref()
+        .is_some_and(|name| mapped_over_one_in(&Path::new("/sys/block").join(name)))
+}
+
+fn mapped_over_one_in(sys: &Path) -> bool {
+    std::fs::read_dir(sys.join("slaves")).is_ok_and(|entries| entries.count() == 1)
+}
+
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
 /// on those, not on device-mapper or md devices.
 pub fn is_blk_mq(dev: DevId) -> bool {
@@ -419,6 +433,28 @@ mod tests {
             Some("model:QEMU:sectors:2048")
         );
         assert_eq!(device("loop0", &[("size", "2048\n")]), None);
+    }
+
+    #[test]
+    fn a_device_mapped_over_one_other_is_told_from_a_disk_and_a_spanning_volume() {
+        let root = tempfile::tempdir().unwrap();
+        let with_slaves = |name: &str, slaves: &[&str]| {
+            let sys = root.path().join(name);
+            std::fs::create_dir_all(&sys).unwrap();
+            if !slaves.is_empty() {
+                std::fs::create_dir_all(sys.join("slaves")).unwrap();
+            }
+            for s in slaves {
+                std::fs::create_dir_all(sys.join("slaves").join(s)).unwrap();
+            }
+            mapped_over_one_in(&sys)
+        };
+        assert!(with_slaves("dm-0", &["nvme0n1p3"]), "LUKS on a partition");
+        assert!(
+            !with_slaves("dm-1", &["sda", "sdb"]),
+            "LVM spanning two disks"
+        );
+        assert!(!with_slaves("nvme0n1", &[]), "a disk");
     }
 
     #[test]

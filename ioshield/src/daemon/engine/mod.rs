@@ -71,6 +71,8 @@ struct Known {
     identity: Option<String>,
     /// Whether a backlog it has not begun to write counts (`detect::backlog`).
     kind: Option<devices::Kind>,
+    /// Mapped over one other device, where systemd enforces a write limit given for it.
+    mapped_over_one: bool,
 }
 
 pub struct Engine {
@@ -395,13 +397,17 @@ impl Engine {
                 .into_iter()
                 .chain(rt.draining.iter().map(|d| d.id))
                 .any(|id| actuator.pins_disk(id));
+            let limited_below = self.known.get(&disk.id).is_some_and(|k| k.mapped_over_one);
             let hold = if pinned {
                 Some(RateHold::Pinned)
             } else {
-                rt.restriction
-                    .and(rt.method.as_ref())
-                    .and_then(Method::allowed_rate)
-                    .map(|rate| RateHold::AtLeast(rate as f64))
+                rt.restriction.and(rt.method.as_ref()).and_then(|m| {
+                    let rate = m.allowed_rate()? as f64;
+                    Some(match m {
+                        Method::SystemdScope(_) if limited_below => RateHold::LimitedBelow(rate),
+                        _ => RateHold::AtLeast(rate),
+                    })
+                })
             };
             self.bandwidth.hold(disk.id, hold);
         }
@@ -584,7 +590,14 @@ impl Engine {
             ),
         }
         tracing::info!("{}: {backlog}", disk.label());
-        self.known.insert(disk.id, Known { identity, kind });
+        self.known.insert(
+            disk.id,
+            Known {
+                identity,
+                kind,
+                mapped_over_one: devices::mapped_over_one(disk),
+            },
+        );
     }
 
     /// The backlog guard of every disk whose policy asks for one, at the speed writers there
