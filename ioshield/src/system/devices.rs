@@ -376,8 +376,6 @@ mod tests {
         );
     }
 
-    /// sysfs as the kernel lays it out: `/sys/block/NAME` links into `/sys/devices`, and a
-    /// mapped device lists the disks below it in `slaves`.
     #[test]
     fn mapped_and_raid_devices_have_an_identity_of_their_own() {
         let root = tempfile::tempdir().unwrap();
@@ -457,6 +455,8 @@ mod tests {
         assert!(!with_slaves("nvme0n1", &[]), "a disk");
     }
 
+    /// sysfs as the kernel lays it out: `/sys/block/NAME` links into `/sys/devices`, and a
+    /// mapped device lists the disks below it in `slaves`.
     #[test]
     fn luks_on_a_usb_ssd_is_on_a_slow_bus_and_on_nvme_is_not() {
         use std::os::unix::fs::symlink;

@@ -6,6 +6,7 @@
 //! kernel's side of a restriction tens of times slower than a real one; this is the same path at
 //! a real machine's speed.
 use std::{
+    collections::VecDeque,
     io::{BufRead as _, BufReader},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
@@ -52,10 +53,13 @@ fn parse_restrict_line(line: &str) -> Option<Reported> {
     })
 }
 
+/// Lines of the daemon's log kept to show when what was waited for never came.
+const TAIL: usize = 20;
+
 /// The daemon's log lines, each with the moment it arrived.
 struct Log {
     lines: Receiver<(Instant, String)>,
-    seen: Vec<String>,
+    tail: VecDeque<String>,
 }
 
 impl Log {
@@ -71,7 +75,7 @@ impl Log {
         });
         Ok(Log {
             lines: rx,
-            seen: Vec::new(),
+            tail: VecDeque::new(),
         })
     }
 
@@ -82,13 +86,16 @@ impl Log {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
                 Ok((at, line)) => {
-                    self.seen.push(line.clone());
                     if line.contains(needle) {
                         return Ok((at, line));
                     }
+                    if self.tail.len() == TAIL {
+                        self.tail.pop_front();
+                    }
+                    self.tail.push_back(line);
                 }
                 Err(_) => {
-                    let tail = self.seen[self.seen.len().saturating_sub(20)..].join("\n");
+                    let tail = Vec::from(self.tail.clone()).join("\n");
                     bail!(
                         "no daemon line with {needle:?} within {within:?}; its last lines:\n{tail}"
                     )
