@@ -250,9 +250,11 @@ fn passes_slow_bus(device: &Path) -> bool {
 }
 
 /// Whether the block device is mapped over exactly one other (LUKS, LVM on one disk or on
-/// LUKS): systemd puts an `IOWriteBandwidthMax=` given for such a device on the one below it
-/// (its `block_get_originating`; over several, on the device itself), so the writes that limit
-/// holds back count as in flight on this one.
+/// LUKS): systemd puts an `IOWriteBandwidthMax=` given for such a device on the disk at the
+/// bottom of the mapping (its `block_get_originating`, layer by layer, then the whole disk;
+/// seen in the e2e: vdb's number in the writer's io.max for dm-0), so the writes that limit
+/// holds back count as in flight on this one. Over several devices systemd limits the mapping
+/// itself, unless they are all on one disk: that rarer case is not told apart here.
 pub fn mapped_over_one(disk: &Disk) -> bool {
     disk.name
         .as_ref()
