@@ -71,8 +71,8 @@ enum Measure {
     ProbeCost,
     /// The daemon's CPU per hour and RSS, idle and under a heavy writer.
     DaemonCost,
-    /// How soon a `cp` from memory is restricted on this machine, with the shipped
-    /// configuration on a disk never measured (`--n` copies).
+    /// How soon the bench's offenders (`cp`, `tar x`, `dd`) are restricted on this machine,
+    /// with the shipped configuration on a disk never measured (`--n` runs of each).
     Detection,
 }
 

@@ -346,15 +346,16 @@ impl BandwidthEstimator {
         }
         let queued = p.writing / p.elapsed;
         let rate = p.bytes as f64 / p.elapsed;
+        let forced = self.allowance(dev).is_some();
         if let Some(&RateHold::LimitedBelow(limit)) = self.holds.get(&dev)
             && rate >= AT_THE_LIMIT * limit
-            && self.allowance(dev).is_none()
+            && !forced
         {
             tracing::debug!(disk = %dev, bytes = p.bytes, "disk period: at its limit, held below");
             self.stretches.remove(&dev);
             return;
         }
-        if self.allowance(dev).is_some() {
+        if forced {
             self.shown.entry(dev).or_default().add(rate);
         } else {
             self.shown.remove(&dev);

@@ -254,7 +254,8 @@ fn measure(dir: &Path, sources: &Sources, repeats: usize) -> Result<Vec<Row>> {
         // Interleaved, so that a machine slower for a while slows every job alike.
         for _ in 0..repeats {
             for job in Job::ALL {
-                rows.push((job, run_one(job, sources, &dst, &mut log, rows.is_empty())?));
+                let (ms, reported) = run_one(job, sources, &dst, &mut log, rows.is_empty())?;
+                rows.push((job, ms, reported));
             }
         }
         Ok(rows)
@@ -265,10 +266,7 @@ fn measure(dir: &Path, sources: &Sources, repeats: usize) -> Result<Vec<Row>> {
     if !status.success() {
         bail!("the daemon exited with {status}");
     }
-    Ok(rows
-        .into_iter()
-        .map(|(job, (ms, reported))| (job, ms, reported))
-        .collect())
+    Ok(rows)
 }
 
 /// One run of `job`: the time from its spawn to the daemon's `restrict` line about it, and
