@@ -249,20 +249,36 @@ fn passes_slow_bus(device: &Path) -> bool {
     })
 }
 
-/// Whether the block device is mapped over exactly one other (LUKS, LVM on one disk or on
-/// LUKS): systemd puts an `IOWriteBandwidthMax=` given for such a device on the disk at the
-/// bottom of the mapping (its `block_get_originating`, layer by layer, then the whole disk;
-/// seen in the e2e: vdb's number in the writer's io.max for dm-0), so the writes that limit
-/// holds back count as in flight on this one. Over several devices systemd limits the mapping
-/// itself, unless they are all on one disk: that rarer case is not told apart here.
-pub fn mapped_over_one(disk: &Disk) -> bool {
-    disk.name
-        .as_ref()
-        .is_some_and(|name| mapped_over_one_in(&Path::new("/sys/block").join(name)))
+/// Where the writes of a block device mapped over exactly one other (LUKS, LVM on one disk or
+/// on LUKS) queue: the device at the bottom of the mapping, followed down while each layer sits
+/// on a single one (the partition or disk LUKS is on, or an md array). systemd puts an
+/// `IOWriteBandwidthMax=` given for the mapping on that device's whole disk (its
+/// `block_get_originating`, layer by layer, then the whole disk; seen in the e2e: vdb's number
+/// in the writer's io.max for dm-0), so the writes that limit holds back count as in flight on
+/// the mapping, and only the device below shows whether the disk queues them. `None` for a
+/// device that is not mapped, or mapped over several (systemd then limits the mapping itself,
+/// unless they are all on one disk: that rarer case is not told apart here).
+pub fn originating(disk: &Disk) -> Option<DevId> {
+    let name = disk.name.as_ref()?;
+    originating_in(&Path::new("/sys/block").join(name))
 }
 
-fn mapped_over_one_in(sys: &Path) -> bool {
-    std::fs::read_dir(sys.join("slaves")).is_ok_and(|entries| entries.count() == 1)
+fn originating_in(sys: &Path) -> Option<DevId> {
+    let mut below = single_slave(sys)?;
+    // A mapping is a few layers deep at most; the bound only guards against a loop.
+    for _ in 0..8 {
+        match single_slave(&below) {
+            Some(next) => below = next,
+            None => break,
+        }
+    }
+    DevId::parse(&std::fs::read_to_string(below.join("dev")).ok()?)
+}
+
+fn single_slave(sys: &Path) -> Option<std::path::PathBuf> {
+    let mut slaves = std::fs::read_dir(sys.join("slaves")).ok()?.flatten();
+    let one = slaves.next()?.path();
+    slaves.next().is_none().then_some(one)
 }
 
 /// Whether the disk is a multi-queue block device (`/sys/dev/block/DEV/mq`): iocost works only
@@ -438,23 +454,45 @@ mod tests {
     #[test]
     fn a_device_mapped_over_one_other_is_told_from_a_disk_and_a_spanning_volume() {
         let root = tempfile::tempdir().unwrap();
-        let with_slaves = |name: &str, slaves: &[&str]| {
-            let sys = root.path().join(name);
+        // sysfs links each slave to the device's own directory; nested directories stand in.
+        let device = |path: &str, dev: &str| {
+            let sys = root.path().join(path);
             std::fs::create_dir_all(&sys).unwrap();
-            if !slaves.is_empty() {
-                std::fs::create_dir_all(sys.join("slaves")).unwrap();
-            }
-            for s in slaves {
-                std::fs::create_dir_all(sys.join("slaves").join(s)).unwrap();
-            }
-            mapped_over_one_in(&sys)
+            std::fs::write(sys.join("dev"), format!("{dev}\n")).unwrap();
+            sys
         };
-        assert!(with_slaves("dm-0", &["nvme0n1p3"]), "LUKS on a partition");
-        assert!(
-            !with_slaves("dm-1", &["sda", "sdb"]),
-            "LVM spanning two disks"
+        let luks = device("dm-0", "253:0");
+        device("dm-0/slaves/nvme0n1p3", "259:3");
+        assert_eq!(
+            originating_in(&luks),
+            Some(DevId {
+                major: 259,
+                minor: 3
+            }),
+            "LUKS on a partition: the partition"
         );
-        assert!(!with_slaves("nvme0n1", &[]), "a disk");
+        let lvm_on_luks = device("dm-1", "253:1");
+        device("dm-1/slaves/dm-2", "253:2");
+        device("dm-1/slaves/dm-2/slaves/sda", "8:0");
+        assert_eq!(
+            originating_in(&lvm_on_luks),
+            Some(DevId { major: 8, minor: 0 }),
+            "LVM on LUKS on a disk: the disk"
+        );
+        let luks_on_raid = device("dm-3", "253:3");
+        device("dm-3/slaves/md0", "9:0");
+        device("dm-3/slaves/md0/slaves/sdb", "8:16");
+        device("dm-3/slaves/md0/slaves/sdc", "8:32");
+        assert_eq!(
+            originating_in(&luks_on_raid),
+            Some(DevId { major: 9, minor: 0 }),
+            "LUKS on a mirror: the array, where systemd stops"
+        );
+        let spanning = device("dm-4", "253:4");
+        device("dm-4/slaves/sdd", "8:48");
+        device("dm-4/slaves/sde", "8:64");
+        assert_eq!(originating_in(&spanning), None, "LVM spanning two disks");
+        assert_eq!(originating_in(&device("nvme0n1", "259:0")), None, "a disk");
     }
 
     /// sysfs as the kernel lays it out: `/sys/block/NAME` links into `/sys/devices`, and a

@@ -71,8 +71,9 @@ struct Known {
     identity: Option<String>,
     /// Whether a backlog it has not begun to write counts (`detect::backlog`).
     kind: Option<devices::Kind>,
-    /// Mapped over one other device, where systemd enforces a write limit given for it.
-    mapped_over_one: bool,
+    /// For a device mapped over one other: the device at the bottom, where systemd enforces a
+    /// write limit given for this one and where its writes queue.
+    originating: Option<DevId>,
 }
 
 pub struct Engine {
@@ -397,14 +398,17 @@ impl Engine {
                 .into_iter()
                 .chain(rt.draining.iter().map(|d| d.id))
                 .any(|id| actuator.pins_disk(id));
-            let limited_below = self.known.get(&disk.id).is_some_and(|k| k.mapped_over_one);
+            let below = self
+                .known
+                .get(&disk.id)
+                .is_some_and(|k| k.originating.is_some());
             let hold = if pinned {
                 Some(RateHold::Pinned)
             } else {
                 rt.restriction.and(rt.method.as_ref()).and_then(|m| {
                     let rate = m.allowed_rate()? as f64;
                     Some(match m {
-                        Method::SystemdScope(_) if limited_below => RateHold::LimitedBelow(rate),
+                        Method::SystemdScope(_) if below => RateHold::LimitedBelow(rate),
                         _ => RateHold::AtLeast(rate),
                     })
                 })
@@ -590,12 +594,14 @@ impl Engine {
             ),
         }
         tracing::info!("{}: {backlog}", disk.label());
+        let originating = devices::originating(disk);
+        self.bandwidth.mapped_over(disk.id, originating);
         self.known.insert(
             disk.id,
             Known {
                 identity,
                 kind,
-                mapped_over_one: devices::mapped_over_one(disk),
+                originating,
             },
         );
     }
