@@ -416,7 +416,7 @@ impl BandwidthEstimator {
             // on 6.12 a second of 25-29 MB/s with 20-40 writes queued, then one of 5-15 MB/s with
             // the disk idle most of it. A period that began with the queue empty may have begun
             // with the disk idle, and one ending with it empty is skipped below: the stretches
-            // left measured 21.0-21.4 MB/s of the 30 MB/s disk in 2 of 10 runs (stop 80).
+            // left measured 18.6-21.4 MB/s of the 30 MB/s disk in 4 of 20 runs (stop 80).
             // Not asked of other disks: their measurement, tuned over the bench, was not seen
             // to suffer from it.
             tracing::debug!(disk = %dev, bytes = p.bytes, "disk period: began with its queue empty");
@@ -1217,7 +1217,8 @@ mod tests {
     /// then none): its workers sent the disk below bursts, a second with 16-36 writes queued
     /// there and drained by its end, then one with 2.4 or a burst beginning late. The two
     /// bursts that ran past a period's end measured the mapping at 21.4 MB/s; it writes 29.7
-    /// MB/s direct (stop 80, e2e run dbg4 rep 4).
+    /// MB/s direct (stop 80: the e2e's dm-crypt section with the estimator's debug log,
+    /// docs/bench/mapped-disk.md).
     #[test]
     fn a_mapped_disk_is_not_measured_from_bursts_its_disk_idled_between() {
         // (bytes, writes queued below on average, in flight there at the end)

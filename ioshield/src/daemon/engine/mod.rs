@@ -398,7 +398,7 @@ impl Engine {
                 .into_iter()
                 .chain(rt.draining.iter().map(|d| d.id))
                 .any(|id| actuator.pins_disk(id));
-            let below = self
+            let mapped = self
                 .known
                 .get(&disk.id)
                 .is_some_and(|k| k.originating.is_some());
@@ -408,7 +408,7 @@ impl Engine {
                 rt.restriction.and(rt.method.as_ref()).and_then(|m| {
                     let rate = m.allowed_rate()? as f64;
                     Some(match m {
-                        Method::SystemdScope(_) if below => RateHold::LimitedBelow(rate),
+                        Method::SystemdScope(_) if mapped => RateHold::LimitedBelow(rate),
                         _ => RateHold::AtLeast(rate),
                     })
                 })
