@@ -329,6 +329,11 @@ impl BandwidthEstimator {
         };
     }
 
+    /// Whether `dev` is mapped over one other device ([`BandwidthEstimator::mapped_over`]).
+    pub fn is_mapped(&self, dev: DevId) -> bool {
+        self.below.contains_key(&dev)
+    }
+
     /// The lowest rate ioshield's rate control holds `dev` at, and the speed a period's
     /// completions are weighed against, when that rate tells something of the disk: above the
     /// speed the disk is judged at (the probe forcing it up), or at least at it when that is
@@ -411,7 +416,7 @@ impl BandwidthEstimator {
             drained = p.drained,
             "disk period"
         );
-        if backlog && !held && p.began_drained && self.below.contains_key(&dev) {
+        if backlog && !held && p.began_drained && self.is_mapped(dev) {
             // dm-crypt's workers send the disk below its writes in bursts: under memory.high
             // on 6.12 a second of 25-29 MB/s with 20-40 writes queued, then one of 5-15 MB/s with
             // the disk idle most of it. A period that began with the queue empty may have begun

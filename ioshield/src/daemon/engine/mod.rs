@@ -71,9 +71,6 @@ struct Known {
     identity: Option<String>,
     /// Whether a backlog it has not begun to write counts (`detect::backlog`).
     kind: Option<devices::Kind>,
-    /// For a device mapped over one other: the device at the bottom, where systemd enforces a
-    /// write limit given for this one and where its writes queue.
-    originating: Option<DevId>,
 }
 
 pub struct Engine {
@@ -398,10 +395,8 @@ impl Engine {
                 .into_iter()
                 .chain(rt.draining.iter().map(|d| d.id))
                 .any(|id| actuator.pins_disk(id));
-            let mapped = self
-                .known
-                .get(&disk.id)
-                .is_some_and(|k| k.originating.is_some());
+            // systemd enforces a mapped disk's limit on the device at the bottom of it.
+            let mapped = self.bandwidth.is_mapped(disk.id);
             let hold = if pinned {
                 Some(RateHold::Pinned)
             } else {
@@ -594,16 +589,9 @@ impl Engine {
             ),
         }
         tracing::info!("{}: {backlog}", disk.label());
-        let originating = devices::originating(disk);
-        self.bandwidth.mapped_over(disk.id, originating);
-        self.known.insert(
-            disk.id,
-            Known {
-                identity,
-                kind,
-                originating,
-            },
-        );
+        self.bandwidth
+            .mapped_over(disk.id, devices::originating(disk));
+        self.known.insert(disk.id, Known { identity, kind });
     }
 
     /// The backlog guard of every disk whose policy asks for one, at the speed writers there
