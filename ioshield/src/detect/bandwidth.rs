@@ -1175,10 +1175,12 @@ mod tests {
     /// MB/s (stop 80).
     #[test]
     fn a_mapped_disk_is_not_measured_by_a_limit_enforced_below_it() {
+        // The queue below was not logged then: taken as a backlog there, which the limit's
+        // share (`AT_THE_LIMIT`) still keeps from measuring the disk.
         let at_the_limit = [
-            (20_600_000, 9.0, 0.6),
-            (19_500_000, 12.0, 0.5),
-            (20_400_000, 10.0, 0.7),
+            (20_600_000, 9.0, 5.0),
+            (19_500_000, 12.0, 6.0),
+            (20_400_000, 10.0, 5.5),
         ];
         let bursts_under_the_limit = [
             (8_800_000, 36.0, 0.3),
