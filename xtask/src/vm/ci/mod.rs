@@ -287,8 +287,10 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             // CPU sometimes slow the fast disk (0.44 in flight at 17.7 MB/s, stop 35; 0.98 at
             // 23.7 and 0.45 at 19.8 in both runs of stop 49's CI). A run whose disk, by its own
             // counters, was never fast enough in a window to show room says nothing of the
-            // probe (`Probe::NotFast`); the check fails when a run missed room the disk showed,
-            // or when neither run showed room for any other reason.
+            // probe (`Probe::NotFast`; read as the daemon reads it, in all and span by span:
+            // CI of stop 80 failed two 6.1 runs whose slowest spans were 50-60 MB/s kept busy);
+            // the check fails when a run missed room the disk showed, or when neither run
+            // showed room for any other reason.
             if here("ioshield-fast") {
                 let fast_run = |name: &str| {
                     stall_at(
