@@ -16,10 +16,12 @@ for rep in 1 2 3 4 5; do
   T31=$(date +%s)
   start_ioshield "$T31"
   systemd-run --unit=mapped-fresh$rep --property=Type=exec dd if=/dev/zero of="$DATA/fresh" bs=1M count=3000 status=none
+  W0=$(awk '{print $7}' "/sys/block/${DATA_DEV#/dev/}/stat")
   sleep 32
+  W1=$(awk '{print $7}' "/sys/block/${DATA_DEV#/dev/}/stat")
   systemctl stop mapped-fresh$rep.service
   systemctl stop ioshield
-  log "rep $rep: $(journal_since "$T31" | grep -c 'disk period') periods; measures: $(journal_since "$T31" | grep -o 'the disk now measures [0-9.]* MB/s' | tr '\n' ' ')"
+  log "rep $rep: $(journal_since "$T31" | grep -c 'disk period') periods; measures: $(journal_since "$T31" | grep -o 'the disk now measures [0-9.]* MB/s' | tr '\n' ' '); through ${DATA_DEV#/dev/} $(( (W1 - W0) * 512 / 32000000 )) MB/s over 32 s; refreshed: $(journal_since "$T31" | grep -o 'dirty counts of writers held by memory.high refreshed [^;]*' | head -n 1)"
   journalctl -u ioshield --no-pager --since "@$T31" -o json | perl -ne 'my %f; for my $k (qw(__MONOTONIC_TIMESTAMP MESSAGE IOSHIELD_DISK IOSHIELD_BYTES IOSHIELD_SECONDS IOSHIELD_WRITES_QUEUED IOSHIELD_HOLD IOSHIELD_BACKLOG IOSHIELD_DRAINED)) { $f{$k} = $1 if /"$k":"([^"]*)"/ } next unless ($f{IOSHIELD_DISK} // "") =~ /253|dm/ || $f{MESSAGE} =~ /measures|retune/; print "DBG ", join(" ", map { "$_=" . ($f{$_} // "") } qw(__MONOTONIC_TIMESTAMP IOSHIELD_DISK IOSHIELD_BYTES IOSHIELD_SECONDS IOSHIELD_WRITES_QUEUED IOSHIELD_HOLD IOSHIELD_BACKLOG IOSHIELD_DRAINED)), " ", substr($f{MESSAGE}, 0, 120), "\n"' 
   rm -f "$DATA/fresh"; sync
 done

@@ -142,9 +142,9 @@ pub struct DaemonConfig {
     /// Whether a session leader (login shell, `systemd --user`) may be chosen as the offender.
     /// Off by default: demoting a whole login session because one terminal ran `dd` is a bug.
     pub session_leaders: bool,
-    /// How often the daemon reads the `memory.stat` of a writer it holds by `memory.high` on a
-    /// disk whose speed is known, or whose rate iocost holds at the judged speed (this setting
-    /// also decides where that counts as the disk's: `daemon::engine::held_speed`). The read
+    /// How often the daemon reads the `memory.stat` of a writer it holds by `memory.high`
+    /// (this setting also decides where a rate iocost holds at the judged speed counts as the
+    /// disk's: `daemon::engine::held_speed`). The read
     /// brings the kernel's counts of that cgroup's dirty pages up to date, and the kernel's
     /// dirty throttling of the writer goes by them: kernels
     /// from 2024 on (6.12, not 6.1) refresh them there only about every 2 s

@@ -563,11 +563,6 @@ impl SpeedProbe {
         self.room_bound
     }
 
-    /// Whether the rate is forced up: the disk's speed is still to be shown under it.
-    pub fn forcing(&self) -> bool {
-        self.forced.is_some()
-    }
-
     /// A probe whose last step forced the rate up to `rate`.
     #[cfg(test)]
     pub fn forced_at(rate: u64) -> SpeedProbe {
@@ -1738,7 +1733,7 @@ mod tests {
             Some(Room::NoneAt(25e6)),
             "the window's answer stands"
         );
-        assert!(p.forcing());
+        assert!(p.forced.is_some());
         run(&mut p, 3, 29, 1.2);
         assert_eq!(p.room_ramp(), Some(1.0 / 6.0), "the disk queued on");
         // The next quarter, from the forced rate, starts a way of its own from where this one's
