@@ -11,7 +11,7 @@
 # that a service whose main process writes is limited in place and put back exactly; that a
 # user's own unit is limited through that user's systemd and stays where it is; that with the
 # shipped iocost = "auto" the limit is IOWriteBandwidthMax= (weights need "on" there); that the
-# next instance after a SIGKILL puts limits and iocost back; that an encrypted disk (dm-crypt, as LUKS) is judged by the speed kept under its UUID, limited through the disk below it, and never measured by that limit; and that the package removes and purges cleanly. It also measures a
+# next instance after a SIGKILL puts limits and iocost back; that an encrypted disk (dm-crypt, as LUKS) is judged by the speed kept under its UUID, limited through the disk below it, never measured by that limit, and with nothing kept measured as the disk while its writer keeps most of it; and that the package removes and purges cleanly. It also measures a
 # copy in user.slice next to a committing service in system.slice, with and without ioshield.
 #
 # Environment (from the runner): DEB (the package), DATA_DEV (the 30 MB/s disk), DATA (its mount
