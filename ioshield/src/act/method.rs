@@ -243,6 +243,15 @@ impl Method {
         }
     }
 
+    /// The `io.max` (or `IOWriteBandwidthMax=`) limit that holds the writer, bytes per second:
+    /// not iocost's weight, nor a limit the speed probe lifted.
+    pub fn io_max_limit(&self) -> Option<u64> {
+        match self.write() {
+            Some(WriteControl::Limit(wbps)) if wbps != NO_WRITE_LIMIT => Some(wbps),
+            _ => None,
+        }
+    }
+
     /// The write limit in bytes per second, or the disk speed ioshield's iocost model assumes,
     /// for the actions that set one.
     pub fn write_limit(&self) -> Option<u64> {

@@ -143,8 +143,8 @@ pub struct DaemonConfig {
     /// Off by default: demoting a whole login session because one terminal ran `dd` is a bug.
     pub session_leaders: bool,
     /// How often the daemon reads the `memory.stat` of a writer it holds by `memory.high`
-    /// (this setting also decides where a rate iocost holds at the judged speed counts as the
-    /// disk's: `daemon::engine::held_speed`). The read
+    /// (this setting also decides where a rate iocost holds at the judged speed, or a write
+    /// limit, counts as the disk's: `daemon::engine::held_speed`). The read
     /// brings the kernel's counts of that cgroup's dirty pages up to date, and the kernel's
     /// dirty throttling of the writer goes by them: kernels
     /// from 2024 on (6.12, not 6.1) refresh them there only about every 2 s

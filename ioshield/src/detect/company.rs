@@ -35,8 +35,8 @@ pub enum Company {
     /// Nobody else writes there: the configured size stands, for a writer alone.
     Alone,
     /// Not ioshield's to change: a size was configured or `memory.high` is off, or the disk's
-    /// speed is not known and the writer not held at most at the judged speed (the speed
-    /// probe's forced rates need the larger size to be used).
+    /// speed is not known and the writer not held at most at the judged speed or a write
+    /// limit (the speed probe's forced rates need the larger size to be used).
     Unchanged,
 }
 

@@ -30,7 +30,8 @@ pub(super) struct DiskTick<'a> {
     /// Processes held by restrictions on other disks: never chosen here.
     pub(super) elsewhere: HashSet<u32>,
     /// Where the held writer's dirty counts are current, a disk not measured counts as one
-    /// of the judged speed while the rate is held there ([`held_speed`]).
+    /// of the judged speed while the rate is held there, and as one of a write limit's speed
+    /// under it ([`held_speed`]).
     pub(super) rate_held_is_speed: bool,
 }
 

@@ -847,10 +847,29 @@ fn at_onset(method: Method, held: Duration, kernel: Option<(u32, u32)>) -> Metho
 /// little: on 6.1 at stop 71 the copy's commit paused 0.12 (0.12) s against 0.23 (0.37), the
 /// load offender's 0.11 (0.11) against 0.22 (0.22), the writers as fast or faster
 /// (docs/bench/held-rate.md).
+///
+/// A write limit (`io.max`, a systemd host's `IOWriteBandwidthMax=`) on a disk not measured
+/// holds the writer at most at the limit, whichever the disk's speed: there the limit counts
+/// as the disk's speed, so the writers beside it get a quarter of a second of it as
+/// `memory.high` (8 MiB under the assumed slow disk's 18.8 MB/s; 12 MiB at the probe's
+/// 50 MB/s step, more at the steps a faster disk needs to show its speed). Held at 32 MiB, a
+/// copy's writeback kept 7 MB queued under the 18.8 MB/s limit, and every journal commit beside
+/// it waited for that: on 6.12 the committing load paused 0.39-0.49 s while held, against
+/// 0.16-0.19 s under 8 MiB, the copy 0.90x and 0.91x (docs/bench/write-limit-memory.md).
 fn held_speed(estimate: Estimate, method: &Method) -> Estimate {
-    Estimate {
-        capacity: estimate.capacity || method.holds_rate() || method.window_closed().is_some(),
-        ..estimate
+    if estimate.capacity || method.holds_rate() || method.window_closed().is_some() {
+        return Estimate {
+            capacity: true,
+            ..estimate
+        };
+    }
+    match method.io_max_limit() {
+        Some(wbps) => Estimate {
+            bytes_per_sec: wbps as f64,
+            capacity: true,
+            ..estimate
+        },
+        None => estimate,
     }
 }
 
@@ -964,7 +983,8 @@ mod tests {
     }
 
     /// A disk not measured counts as one of the judged speed for its restriction's writers while
-    /// iocost holds the rate at most there, not once the speed probe forces it higher.
+    /// iocost holds the rate at most there, not once the speed probe forces it higher; under a
+    /// write limit, as one of the limit's speed.
     #[test]
     fn a_rate_held_at_the_judged_speed_counts_as_the_disks() {
         use crate::act::{CgroupLimits, WriteControl, iocost::Model};
@@ -989,9 +1009,23 @@ mod tests {
         assert!(held_speed(assumed, &window).capacity);
         let forced = window.with_rate_at_least(40_000_000);
         assert!(!held_speed(assumed, &forced).capacity);
-        // Where ioshield does not hold the rate (io.max, a systemd host), only a measurement.
+        // A write limit (io.max, a systemd host) holds the writer at most at the limit: that
+        // is the speed its company is judged at.
         let limit = limits(WriteControl::Limit(12_500_000));
-        assert!(!held_speed(assumed, &limit).capacity);
+        let at_limit = held_speed(assumed, &limit);
+        assert!(at_limit.capacity);
+        assert_eq!(at_limit.bytes_per_sec, 12_500_000.0);
+        let stepped = held_speed(assumed, &limit.clone().with_write_limit(50_000_000));
+        assert_eq!(stepped.bytes_per_sec, 50_000_000.0);
+        // Lifted by the probe: memory.high alone, only a measurement counts.
+        assert!(!held_speed(assumed, &limit.clone().without_write_limit()).capacity);
+        // A measured disk is judged at its own speed, not the limit's.
+        let measured = Estimate {
+            bytes_per_sec: 30e6,
+            capacity: true,
+            ..assumed
+        };
+        assert_eq!(held_speed(measured, &limit).bytes_per_sec, 30e6);
         let known = Estimate {
             capacity: true,
             ..assumed
