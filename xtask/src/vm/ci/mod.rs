@@ -139,6 +139,26 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
                 "ioshield-auto memory.high beside others",
                 held_beside_others_unmeasured(&dir.join("ioshield-auto")),
             );
+            // Under a write limit (`iocost = "off"`, and what systemd hosts run) on a disk never
+            // measured, the limit counts as the disk's speed for the writers beside the held
+            // one: 8 MiB at the assumed speed's limit, a quarter of a second of each step of
+            // the probe's. At 32 MiB the writeback queued under the limit held every journal
+            // commit beside it: 0.39-0.49 s while held on 6.12, 0.22-0.29 at 8 MiB
+            // (docs/bench/write-limit-memory.md, stop 82).
+            if here("ioshield-auto-limit") {
+                let limit = stall_as(
+                    "ioshield-auto-limit",
+                    "ioshield",
+                    &["BANDWIDTH=auto", "IOSHIELD_DEVICE=iocost = \"off\""],
+                )
+                .and_then(|p| {
+                    let said = held_by_limit_beside_others_in(&daemon_log(
+                        &dir.join("ioshield-auto-limit"),
+                    )?)?;
+                    Ok(format!("{said}; {}", compare(&p, &none)?))
+                });
+                report(series, "ioshield-auto write limit beside others", limit);
+            }
             // The 30 MB/s disk queues in the probe's first window when its writer fills the
             // rate it is held at: that answer stands for the restriction, and no second window
             // costs the innocents again. Under the shipped memory.high the writer stays under
@@ -403,6 +423,7 @@ const ONE_KERNEL: &[(&str, &str)] = &[
     ("ioshield-auto-tar", "6.1"),
     ("ioshield-build", "6.1"),
     ("ioshield-fast", "6.1"),
+    ("ioshield-auto-limit", "6.12"),
 ];
 
 /// Whether `run` runs on the kernel `series` when `kernels` are tested: every run not in
@@ -931,6 +952,50 @@ fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
     Ok(format!(
         "others write {said}; held at 8M, and in {} window(s)",
         windows.len()
+    ))
+}
+
+/// The daemon's first restriction by a write limit on a disk never measured, with the innocent
+/// loads writing beside the offender, at memory.high 8 MiB, and each step of the speed probe's
+/// with others beside it at a quarter of a second of its limit (8 to 32 MiB).
+fn held_by_limit_beside_others_in(text: &str) -> Result<String> {
+    let (restrict, said) = restricted_beside_others(text)?;
+    let unmeasured = text
+        .lines()
+        .take_while(|l| !l.contains("restrict pid"))
+        .any(|l| l.contains("judging writers against") && l.contains("not yet measured"));
+    if !unmeasured {
+        bail!("the restriction was not on a disk never measured: {restrict}");
+    }
+    if !restrict.contains("io.max wbps=") {
+        bail!("not held by a write limit: {restrict}");
+    }
+    if !restrict.contains(" memory.high=8M") {
+        bail!("held by a write limit without 8M beside others ({said}): {restrict}");
+    }
+    let steps: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("retune pid") && l.contains("doubled every"))
+        .filter(|l| l.contains("beside it"))
+        .collect();
+    for step in &steps {
+        let field = |key: &str, unit: &str| {
+            let at = step.find(key)? + key.len();
+            step[at..].split(unit).next()?.parse::<f64>().ok()
+        };
+        let (Some(limit), Some(high)) = (field("wbps=", "MB/s"), field("memory.high=", "M")) else {
+            bail!("a probe step without a write limit and memory.high: {step}");
+        };
+        // Never above the 32 MiB the assumed speed's restriction starts with.
+        let wanted = ((limit * 1e6 * 0.25) as u64 >> 20).clamp(8, 32);
+        if high as u64 != wanted {
+            bail!("a probe step at {limit} MB/s with memory.high {high}M, not {wanted}M: {step}");
+        }
+    }
+    Ok(format!(
+        "others write {said}; held at 8M, and {} step(s) of the probe at a quarter second of \
+         their limit",
+        steps.len()
     ))
 }
 
@@ -1677,6 +1742,55 @@ mod tests {
                 restrict("8M").replace("disk not measured", "disk modelled")
             ),
             others.to_string(),
+        ] {
+            assert!(check(&bad).is_err(), "{bad}");
+        }
+    }
+
+    /// Under a write limit on a disk never measured: 8M at the restriction, a quarter second of
+    /// each probe step's limit with others beside it.
+    #[test]
+    fn the_write_limit_holding_check_wants_8m_and_a_quarter_second_of_each_step() {
+        let judged = "INFO /dev/vda: judging writers against 25.0 MB/s (not yet measured, \
+            assumed as slow as a USB stick)\n";
+        let others =
+            "INFO /dev/vda: pid 244: others write 24 kB/s beside it: memory.high at most 8M\n";
+        let restrict = |high: &str| {
+            format!(
+                "INFO restrict pid 244 (cp) dirtied 6.3 MB in 46 ms on /dev/vda, faster than \
+                 the disk's 25.0 MB/s (judged 10 ms after): io.max wbps=18.8MB/s \
+                 memory.high={high} (1 processes)\n"
+            )
+        };
+        let step = |wbps: &str, high: &str| {
+            format!(
+                "INFO retune pid 244 on /dev/vda: io.max wbps={wbps}MB/s memory.high={high} (the \
+                 disk's speed is not measured after 15s: writes at {wbps} MB/s, doubled every 5s \
+                 until it is measured; others write 66 kB/s beside it: memory.high at most \
+                 {high})\n"
+            )
+        };
+        let check = super::held_by_limit_beside_others_in;
+        let good = format!(
+            "{judged}{others}{}{}{}",
+            restrict("8M"),
+            step("25.0", "8M"),
+            step("50.0", "11M")
+        );
+        assert_eq!(
+            check(&good).unwrap(),
+            "others write 24 kB/s beside it: memory.high at most 8M; held at 8M, and 2 step(s) \
+             of the probe at a quarter second of their limit"
+        );
+        for bad in [
+            format!("{judged}{others}{}", restrict("32M")),
+            format!("{judged}{others}{}{}", restrict("8M"), step("50.0", "32M")),
+            format!("{others}{}", restrict("8M")),
+            format!(
+                "{judged}{others}{}",
+                restrict("8M").replace("io.max wbps=18.8MB/s", "io.weight=1")
+            ),
+            judged.to_string(),
         ] {
             assert!(check(&bad).is_err(), "{bad}");
         }
