@@ -851,11 +851,13 @@ fn at_onset(method: Method, held: Duration, kernel: Option<(u32, u32)>) -> Metho
 /// A write limit (`io.max`, a systemd host's `IOWriteBandwidthMax=`) on a disk not measured
 /// holds the writer at most at the limit, whichever the disk's speed: there the limit counts
 /// as the disk's speed, so the writers beside it get a quarter of a second of it as
-/// `memory.high` (8 MiB under the assumed slow disk's 18.8 MB/s; 12 MiB at the probe's
+/// `memory.high` (8 MiB under the assumed slow disk's 18.8 MB/s; 12.5 MB at the probe's
 /// 50 MB/s step, more at the steps a faster disk needs to show its speed). Held at 32 MiB, a
 /// copy's writeback kept 7 MB queued under the 18.8 MB/s limit, and every journal commit beside
-/// it waited for that: on 6.12 the committing load paused 0.39-0.49 s while held, against
-/// 0.16-0.19 s under 8 MiB, the copy 0.90x and 0.91x (docs/bench/write-limit-memory.md).
+/// it waited for that: while held the committing load paused 0.39-0.49 s on 6.12 and
+/// 0.30-0.37 s on 6.1, now 0.22-0.29 s (all in the 50 MB/s step, where the 30 MB/s disk is let
+/// fall behind) and 0.12-0.17 s, the copy 0.96x and 1.02x of unmitigated
+/// (docs/bench/write-limit-memory.md).
 fn held_speed(estimate: Estimate, method: &Method) -> Estimate {
     if estimate.capacity || method.holds_rate() || method.window_closed().is_some() {
         return Estimate {

@@ -960,10 +960,13 @@ fn held_beside_others_unmeasured_in(text: &str) -> Result<String> {
 /// with others beside it at a quarter of a second of its limit (8 to 32 MiB).
 fn held_by_limit_beside_others_in(text: &str) -> Result<String> {
     let (restrict, said) = restricted_beside_others(text)?;
+    // The speed the restriction was judged at: the last such line before it.
     let unmeasured = text
         .lines()
         .take_while(|l| !l.contains("restrict pid"))
-        .any(|l| l.contains("judging writers against") && l.contains("not yet measured"));
+        .filter(|l| l.contains("judging writers against"))
+        .last()
+        .is_some_and(|l| l.contains("not yet measured"));
     if !unmeasured {
         bail!("the restriction was not on a disk never measured: {restrict}");
     }
@@ -1786,6 +1789,14 @@ mod tests {
             format!("{judged}{others}{}", restrict("32M")),
             format!("{judged}{others}{}{}", restrict("8M"), step("50.0", "32M")),
             format!("{others}{}", restrict("8M")),
+            format!(
+                "{judged}{}{others}{}",
+                judged.replace(
+                    "25.0 MB/s (not yet measured, assumed as slow as a USB stick)",
+                    "29.8 MB/s (measured)"
+                ),
+                restrict("8M")
+            ),
             format!(
                 "{judged}{others}{}",
                 restrict("8M").replace("io.max wbps=18.8MB/s", "io.weight=1")
