@@ -39,14 +39,11 @@ impl Actuator {
         members: &[u32],
         limits: &ScopeLimits,
     ) -> Result<Done> {
-        let cgroup =
-            cgroups::of_process(root).ok_or_else(|| anyhow!("pid {root} has no cgroup (gone?)"))?;
-        let mount = cgroups::v2_mount().ok_or_else(|| anyhow!("no cgroup v2 hierarchy"))?;
-        let unit_pids =
-            cgroups::procs_below(&mount.join(cgroup.strip_prefix("/").unwrap_or(&cgroup)));
-        let member_set: HashSet<u32> = members.iter().copied().collect();
-        let ancestors: HashSet<u32> = procfs::ancestors(root).collect();
-        let placement = placement::place(&cgroup, &unit_pids, &member_set, &ancestors);
+        let Found {
+            cgroup,
+            mount,
+            placement,
+        } = find(root, members)?;
         let user = match &placement {
             Placement::InPlace { user, .. } | Placement::Split { user, .. } => *user,
             Placement::Foreign { .. } => None,
@@ -122,6 +119,15 @@ impl Actuator {
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
         }
+    }
+
+    /// Whether restricting `root`'s subtree (`members`) by `method` sets the limits on its own
+    /// unit, nothing moved, as [`Self::restrict_unit`] finds it now (false where it cannot
+    /// tell). Never on cgroupfs, where the subtree moves into ioshield's cgroup.
+    pub fn holds_in_place(&self, root: u32, members: &[u32], method: &super::Method) -> bool {
+        matches!(method, super::Method::SystemdScope(_))
+            && self.systemd.is_some()
+            && find(root, members).is_ok_and(|f| matches!(f.placement, Placement::InPlace { .. }))
     }
 
     fn systemd(&self) -> Result<&super::Systemd> {
@@ -244,6 +250,28 @@ impl Actuator {
             tracing::warn!("undoing a failed restriction: {e}");
         }
     }
+}
+
+/// The offender root's cgroup, the hierarchy's mount, and where a restriction goes.
+struct Found {
+    cgroup: PathBuf,
+    mount: PathBuf,
+    placement: Placement,
+}
+
+fn find(root: u32, members: &[u32]) -> Result<Found> {
+    let cgroup =
+        cgroups::of_process(root).ok_or_else(|| anyhow!("pid {root} has no cgroup (gone?)"))?;
+    let mount = cgroups::v2_mount().ok_or_else(|| anyhow!("no cgroup v2 hierarchy"))?;
+    let unit_pids = cgroups::procs_below(&mount.join(cgroup.strip_prefix("/").unwrap_or(&cgroup)));
+    let member_set: HashSet<u32> = members.iter().copied().collect();
+    let ancestors: HashSet<u32> = procfs::ancestors(root).collect();
+    let placement = placement::place(&cgroup, &unit_pids, &member_set, &ancestors);
+    Ok(Found {
+        cgroup,
+        mount,
+        placement,
+    })
 }
 
 fn systemd_unreachable() -> anyhow::Error {

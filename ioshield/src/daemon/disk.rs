@@ -31,6 +31,9 @@ pub struct Offender {
     pub action: String,
     /// The unit or cgroup holding the limits (`Restricted::place`).
     pub place: Option<String>,
+    /// The limits are on the writer's own unit, nothing moved
+    /// ([`crate::act::Actuator::holds_in_place`]).
+    pub in_place: bool,
 }
 
 #[derive(Default)]
@@ -107,6 +110,8 @@ pub struct Plan<'a> {
     /// The offender's weight after the restriction's onset, when `method` is the onset's
     /// ([`crate::act::Method::at_onset`]).
     pub after_onset: Option<u16>,
+    /// The restriction goes on the writer's own unit ([`Offender::in_place`]).
+    pub in_place: bool,
 }
 
 impl DiskRuntime {
@@ -137,6 +142,7 @@ impl DiskRuntime {
             bandwidth: bw,
             trigger,
             after_onset,
+            in_place,
         } = plan;
         let comm = tree
             .get(offender.pid)
@@ -218,6 +224,7 @@ impl DiskRuntime {
                     since: Instant::now(),
                     action: how,
                     place,
+                    in_place,
                 });
             }
             Err(e) => {
@@ -464,6 +471,7 @@ mod tests {
                 since: now,
                 action: "io.weight=1".into(),
                 place: Some("/ioshield.slice/r3".into()),
+                in_place: false,
             }),
             ..Default::default()
         };

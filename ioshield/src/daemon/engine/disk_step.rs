@@ -41,12 +41,14 @@ impl DiskTick<'_> {
     }
 
     /// What the others beside a restriction's processes (`inside`) make of its memory.high
-    /// under `method`: read only when a restriction is made or kept.
+    /// under `method`: read only when a restriction is made or kept. `limit_counts`: whether
+    /// its write limit counts as the disk's speed yet ([`super::limit_counts`]).
     pub(super) fn company(
         &self,
         rates: &Rates,
         inside: &dyn Fn(u32) -> bool,
         method: &Method,
+        limit_counts: bool,
     ) -> Company {
         // The daemon's own journal of changes, written before each, is not company.
         let me = std::process::id();
@@ -58,7 +60,7 @@ impl DiskTick<'_> {
                     .is_some_and(|n| !n.kernel_thread && !n.exited)
         });
         let speed = if self.rate_held_is_speed {
-            held_speed(self.estimate, method)
+            held_speed(self.estimate, method, limit_counts)
         } else {
             self.estimate
         };

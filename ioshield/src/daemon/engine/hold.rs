@@ -92,7 +92,9 @@ impl Engine {
         // Also a probe's step and window ([`super::held_speed`]); a forced rate keeps the
         // memory.high that lets the writer use it.
         let inside = |p: u32| members.contains(&p) || held.live.iter().flatten().any(|m| *m == p);
-        let beside = at.company(&self.rates, &inside, &method);
+        let in_place = rt.offender.as_ref().is_some_and(|o| o.in_place);
+        let limit_counts = super::limit_counts(in_place, held_for.unwrap_or_default());
+        let beside = at.company(&self.rates, &inside, &method, limit_counts);
         let (method, why) = match with_company(method, beside) {
             (method, Some(clause)) => (method, format!("{why}; {clause}")),
             (method, None) => (method, why),
@@ -105,7 +107,10 @@ impl Engine {
                 // Only what the others make of it: the held method itself is not applied here.
                 let clause = held_method
                     .memory_high()
-                    .and(at.company(&self.rates, &inside, &held_method).clause())
+                    .and(
+                        at.company(&self.rates, &inside, &held_method, limit_counts)
+                            .clause(),
+                    )
                     .map_or_else(String::new, |c| format!("; {c}"));
                 let current = rt.method.as_ref().and_then(Method::memory_high);
                 let from = rt.speed_probe.ramp_base(current);

@@ -42,7 +42,26 @@ impl Engine {
             );
             return;
         }
-        let beside = at.company(&self.rates, &|p| members.contains(&p), &method);
+        let in_place = actuator.holds_in_place(offender.pid, &members, &method);
+        let limit_counts = super::limit_counts(in_place, Duration::ZERO);
+        let beside = at.company(
+            &self.rates,
+            &|p| members.contains(&p),
+            &method,
+            limit_counts,
+        );
+        if !limit_counts {
+            let later = at.company(&self.rates, &|p| members.contains(&p), &method, true);
+            if let Some(later) = later.clause().filter(|_| later != beside) {
+                tracing::info!(
+                    "{}: pid {}: held on its own unit, with the page cache it dirtied: {later} \
+                     after its first {}s",
+                    disk.label(),
+                    offender.pid,
+                    crate::act::method::ONSET.as_secs()
+                );
+            }
+        }
         let (method, beside) = with_company(method, beside);
         if let Some(why) = beside {
             tracing::info!("{}: pid {}: {why}", disk.label(), offender.pid);
@@ -59,6 +78,7 @@ impl Engine {
             bandwidth: at.bw(),
             trigger,
             after_onset,
+            in_place,
         };
         let mut fx = Effects {
             actuator,
