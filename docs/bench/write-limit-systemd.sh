@@ -9,7 +9,7 @@
 for label in fresh-default again-default; do
     T=$(date +%s)
     cross_slice "$label" system.slice
-    journal_since "$T" | grep -E "^(restrict|retune|release) pid [0-9]* \(dd\)" | cut -c1-330 |
+    journal_since "$T" | grep -E "^(restrict|release) pid [0-9]* \(dd\)|^retune pid|held on its own unit" | cut -c1-330 |
         sed 's/^/e2e: journal: /'
     log "MemoryHigh 9 s in: $(cat "$RESULTS/memory-high-$label" 2>/dev/null)"
     sleep 3
