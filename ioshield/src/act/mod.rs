@@ -144,6 +144,8 @@ pub struct Actuator {
     /// name their cgroups relative to it, and their `memory.stat` is read many times a second.
     v2_root: Option<PathBuf>,
     dirty_counts: dirty_count_refresher::DirtyCountRefresher,
+    /// Restrictions made and lifted: each may have moved processes between cgroups.
+    placements: u64,
 }
 
 impl Actuator {
@@ -165,7 +167,14 @@ impl Actuator {
             retunes: HashMap::new(),
             v2_root: cgroups::v2_mount(),
             dirty_counts: dirty_count_refresher::DirtyCountRefresher::start(),
+            placements: 0,
         }
+    }
+
+    /// How many restrictions were made or lifted: a process's cgroup read before may have
+    /// changed since this last changed.
+    pub fn placements(&self) -> u64 {
+        self.placements
     }
 
     /// Undoes what a previous instance left in the journal (it crashed or was killed).
@@ -198,6 +207,7 @@ impl Actuator {
     ) -> Result<Restricted> {
         let id = self.next_id;
         self.next_id += 1;
+        self.placements += 1;
         self.stopwatch = Stopwatch::start();
         let mut active = Active::new(method.clone());
         let mut how = method.describe();
@@ -320,6 +330,7 @@ impl Actuator {
     }
 
     pub async fn release(&mut self, id: u64) -> UndoReport {
+        self.placements += 1;
         self.drop_retune(id).await;
         self.dirty_counts.forget(id);
         let Some(active) = self.active.remove(&id) else {

@@ -428,7 +428,23 @@ impl Systemd {
                         ),
                     }
                 }
-                _ = poll.tick() => self.active_state(m, unit).await,
+                _ = poll.tick() => {
+                    let state = self.active_state(m, unit).await;
+                    if state == "active" || self.job_pending(m, &job).await {
+                        state
+                    } else {
+                        // The job ended without its signal reaching us (a scope whose processes
+                        // could not be moved was seen to: 5 s of the daemon's time lost), or
+                        // between the two reads.
+                        let state = self.active_state(m, unit).await;
+                        if state == "active" {
+                            return Ok(());
+                        }
+                        anyhow::bail!(
+                            "systemd could not start {unit} (its job ended, state {state:?})"
+                        )
+                    }
+                }
                 _ = &mut deadline => {
                     let state = self.active_state(m, unit).await;
                     if state == "active" {
@@ -445,6 +461,20 @@ impl Systemd {
                 _ => {}
             }
         }
+    }
+
+    /// Whether systemd still has the job `job` (queued or running).
+    async fn job_pending(&self, m: Manager, job: &OwnedObjectPath) -> bool {
+        let state = async {
+            let props = zbus::fdo::PropertiesProxy::builder(&self.connection(m).await?)
+                .destination("org.freedesktop.systemd1")?
+                .path(job.as_ref())?
+                .build()
+                .await?;
+            let interface = zbus::names::InterfaceName::try_from("org.freedesktop.systemd1.Job")?;
+            anyhow::Ok(props.get(interface, "State").await?)
+        };
+        state.await.is_ok()
     }
 
     /// The unit's `ActiveState`, empty when it cannot be read.

@@ -32,7 +32,8 @@ pub struct Offender {
     /// The unit or cgroup holding the limits (`Restricted::place`).
     pub place: Option<String>,
     /// The limits are on the writer's own unit, nothing moved
-    /// ([`crate::act::Actuator::holds_in_place`]).
+    /// ([`crate::act::Actuator::holds_in_place`]), as far as it matters: only asked for a
+    /// write limit on a disk not measured.
     pub in_place: bool,
 }
 

@@ -63,8 +63,9 @@ pub fn score_of(tree: &ProcessTree, eligibility: &Eligibility, scores: &Scores, 
 }
 
 /// The processes a restriction of `root` covers: its live subtree, root first, without anything
-/// excluded and without subtrees another disk's restriction holds (moving those again would undo
-/// that restriction's cgroup or scope). A pid that now names another process than the tree's
+/// excluded, without subtrees another disk's restriction holds (moving those again would undo
+/// that restriction's cgroup or scope) and without those in a unit of their own
+/// ([`ProcessTree::ancestry_in_unit`]). A pid that now names another process than the tree's
 /// (reused after a lost exit) is left out, the root included: then the list does not start
 /// with `root`, and nothing may be done.
 pub fn members(
@@ -84,7 +85,8 @@ pub fn members(
                     && !tree
                         .ancestry(*p)
                         .take_while(|a| *a != root)
-                        .any(|a| held_elsewhere.contains(&a)))
+                        .any(|a| held_elsewhere.contains(&a))
+                    && tree.ancestry_in_unit(*p).any(|a| a == root))
         })
         .collect()
 }
@@ -217,5 +219,32 @@ mod tests {
         assert_eq!(m, [100, 200, 300, 301]);
         // The root itself is always a member, even if another disk holds it.
         assert_eq!(members(&t, &e, 202, &HashSet::from([202]))[0], 202);
+    }
+
+    /// A shell (202, not a session leader: a script) whose copies each run in a scope of their
+    /// own (`systemd-run --scope`): a copy that ended (302) and the next one (303) do not add up
+    /// to the shell, which is neither chosen nor moved with them.
+    #[test]
+    fn a_job_in_a_unit_of_its_own_is_not_its_parents() {
+        let mut t = tree();
+        t.insert(202, node(1, 202, "bash"));
+        t.insert(302, node(202, 202, "dd"));
+        t.insert(303, node(202, 202, "dd"));
+        t.apply(&crate::model::sample::Lifecycle::Exit {
+            pid: 302,
+            comm: "dd".into(),
+        });
+        let e = Eligibility::protecting(NOT_IN_TREE, Exclude::default(), true, &t);
+        let own = HashMap::from([(302, 20.0), (303, 2.0)]);
+        // Without the units read, the shell's subtree wins over the new copy.
+        let s = scores(&t, &e, own.clone(), 0.7);
+        assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 202);
+        t.set_cgroup(202, "/system.slice/backup.service");
+        t.set_cgroup(302, "/user.slice/term-1.scope");
+        t.set_cgroup(303, "/user.slice/term-2.scope");
+        let s = scores(&t, &e, own, 0.7);
+        assert_eq!(s.subtree.get(&202), None);
+        assert_eq!(choose(&t, &e, &s, &HashSet::new()).unwrap().pid, 303);
+        assert_eq!(members(&t, &e, 202, &HashSet::new()), [202]);
     }
 }

@@ -60,6 +60,9 @@ const MAX_DEPTH: usize = 256;
 pub struct ProcessTree {
     nodes: HashMap<u32, Node>,
     source: Box<dyn ProcessSource>,
+    /// Each writer's cgroup and its ancestors', as read by [`Self::learn_cgroups`]: where a
+    /// subtree ends ([`Self::ancestry_in_unit`]).
+    cgroups: HashMap<u32, PathBuf>,
 }
 
 impl Default for ProcessTree {
@@ -67,6 +70,7 @@ impl Default for ProcessTree {
         Self {
             nodes: HashMap::new(),
             source: Box::new(NoProcesses),
+            cgroups: HashMap::new(),
         }
     }
 }
@@ -81,6 +85,7 @@ impl ProcessTree {
                 .map(|p| (p.pid, p.into()))
                 .collect(),
             source,
+            cgroups: HashMap::new(),
         }
     }
 
@@ -109,6 +114,12 @@ impl ProcessTree {
     #[cfg(test)]
     pub fn insert(&mut self, pid: u32, node: Node) {
         self.nodes.insert(pid, node);
+    }
+
+    /// `pid`'s cgroup as if read by [`Self::learn_cgroups`].
+    #[cfg(test)]
+    pub fn set_cgroup(&mut self, pid: u32, cgroup: &str) {
+        self.cgroups.insert(pid, cgroup.into());
     }
 
     /// Makes sure `pid` is known, reading /proc for a process that started before we looked.
@@ -152,6 +163,7 @@ impl ProcessTree {
                     },
                 };
                 self.nodes.insert(*pid, node);
+                self.cgroups.remove(pid);
             }
             Lifecycle::Exec { pid, comm } => {
                 self.ensure(*pid);
@@ -200,6 +212,7 @@ impl ProcessTree {
                 .is_some_and(|n| n.start_time == info.start_time);
             if !known {
                 self.nodes.insert(pid, info.into());
+                self.cgroups.remove(&pid);
             }
         }
     }
@@ -216,6 +229,7 @@ impl ProcessTree {
     /// (the kernel re-parented those to a subreaper or init).
     pub fn prune_exited(&mut self) {
         self.nodes.retain(|_, n| !n.exited);
+        self.cgroups.retain(|pid, _| self.nodes.contains_key(pid));
         let orphans: Vec<u32> = self
             .nodes
             .iter()
@@ -250,14 +264,58 @@ impl ProcessTree {
         })
     }
 
+    /// Reads the cgroup of each of `pids` (the writers of a sample) and of its ancestors, where
+    /// not read yet; a process that has exited keeps what was read while it lived.
+    pub fn learn_cgroups(&mut self, pids: impl IntoIterator<Item = u32>) {
+        for pid in pids {
+            let chain: Vec<u32> = self.ancestry(pid).collect();
+            for p in chain {
+                // Its ancestors were read with it.
+                if self.cgroups.contains_key(&p) {
+                    break;
+                }
+                if self.nodes.get(&p).is_some_and(|n| n.exited) {
+                    continue;
+                }
+                if let Some(cg) = self.source.cgroup(p) {
+                    self.cgroups.insert(p, cg);
+                }
+            }
+        }
+    }
+
+    /// Forgets every cgroup read: processes were moved (a restriction made or lifted).
+    pub fn forget_cgroups(&mut self) {
+        self.cgroups.clear();
+    }
+
+    /// `pid` and its ancestors up to the first one in another cgroup, as far as their cgroups
+    /// were read ([`Self::learn_cgroups`]; one not read is taken to be in its child's). A
+    /// process that systemd or a container engine put in a unit of its own (`systemd-run
+    /// --scope`, a terminal's tab, a container) is a job of its own: the shell that started it
+    /// is not to blame for what it writes, nor to be moved with it.
+    pub fn ancestry_in_unit(&self, pid: u32) -> impl Iterator<Item = u32> + '_ {
+        let mut below: Option<&PathBuf> = None;
+        self.ancestry(pid)
+            .take_while(move |p| match self.cgroups.get(p) {
+                Some(cg) => {
+                    let same = below.is_none_or(|b| b == cg);
+                    below = Some(cg);
+                    same
+                }
+                None => true,
+            })
+    }
+
     /// Each process's own value plus `factor` times its children's totals, i.e. the sum over its
-    /// subtree of `factor^depth * own`. `factor = 1` gives plain subtree sums; the thesis used 0.7
-    /// so a busy parent outranks one of many children.
+    /// subtree of `factor^depth * own`, within a unit ([`Self::ancestry_in_unit`]). `factor = 1`
+    /// gives plain subtree sums; the thesis used 0.7 so a busy parent outranks one of many
+    /// children.
     pub fn subtree_totals(&self, own: &HashMap<u32, f64>, factor: f64) -> HashMap<u32, f64> {
         let mut totals: HashMap<u32, f64> = HashMap::new();
         for (&pid, &value) in own {
             let mut weight = 1.0;
-            for ancestor in self.ancestry(pid) {
+            for ancestor in self.ancestry_in_unit(pid) {
                 *totals.entry(ancestor).or_default() += value * weight;
                 weight *= factor;
             }
@@ -352,6 +410,64 @@ mod tests {
         t.insert(21, node(10));
         t.insert(30, node(20));
         t
+    }
+
+    /// cgroups as /proc/PID/cgroup shows them.
+    struct Cgroups(HashMap<u32, &'static str>);
+
+    impl ProcessSource for Cgroups {
+        fn read(&self, _: u32) -> Option<ProcInfo> {
+            None
+        }
+        fn scan(&self) -> Vec<ProcInfo> {
+            Vec::new()
+        }
+        fn cgroup(&self, pid: u32) -> Option<PathBuf> {
+            self.0.get(&pid).map(PathBuf::from)
+        }
+    }
+
+    /// A script's shell (10, in its service) started 20 in a scope of its own (`systemd-run
+    /// --scope`), which writes through 30; 21 is the script's own writer.
+    #[test]
+    fn a_writer_in_a_unit_of_its_own_is_not_its_parents() {
+        let mut t = tree();
+        let service = "/system.slice/backup.service";
+        let scope = "/user.slice/term-2.scope";
+        t.source = Box::new(Cgroups(HashMap::from([
+            (1, "/init.scope"),
+            (10, service),
+            (20, scope),
+            (21, service),
+            (30, scope),
+        ])));
+        let own = HashMap::from([(30, 100.0), (21, 10.0)]);
+        // Not read yet: the whole chain, as before.
+        assert_eq!(t.subtree_totals(&own, 1.0)[&10], 110.0);
+        t.learn_cgroups([30, 21]);
+        assert_eq!(t.ancestry_in_unit(30).collect::<Vec<_>>(), [30, 20]);
+        assert_eq!(t.ancestry_in_unit(21).collect::<Vec<_>>(), [21, 10]);
+        let totals = t.subtree_totals(&own, 1.0);
+        assert_eq!(totals[&20], 100.0);
+        assert_eq!(totals[&10], 10.0);
+        assert!(!totals.contains_key(&1));
+        // An exited writer keeps the cgroup read while it lived.
+        t.apply(&Lifecycle::Exit {
+            pid: 30,
+            comm: "dd".into(),
+        });
+        t.source = Box::new(NoProcesses);
+        t.learn_cgroups([30]);
+        assert_eq!(t.subtree_totals(&own, 1.0)[&10], 10.0);
+        // A pid used again is another process, its cgroup not read yet.
+        t.apply(&Lifecycle::Fork {
+            pid: 30,
+            ppid: 20,
+            comm: "cp".into(),
+        });
+        assert_eq!(t.ancestry_in_unit(30).collect::<Vec<_>>(), [30, 20]);
+        t.forget_cgroups();
+        assert_eq!(t.ancestry_in_unit(30).collect::<Vec<_>>(), [30, 20, 10, 1]);
     }
 
     #[test]

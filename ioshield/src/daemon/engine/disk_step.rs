@@ -116,10 +116,12 @@ impl Engine {
         );
         let candidate = offender::choose(tree, &self.eligibility, &scores, &at.elsewhere);
         // A burst names the process that wrote; when the subtree the tick would choose holds
-        // it (a shell looping over short-lived writers, a build), that subtree is the offender.
+        // it (a shell looping over short-lived writers, a build), that subtree is the offender;
+        // not a parent in another unit (a script's shell that started the writer's scope).
         let burst = burst.map(|b| match candidate {
             Some(c)
-                if c.pid != b.offender.pid && tree.ancestry(b.offender.pid).any(|p| p == c.pid) =>
+                if c.pid != b.offender.pid
+                    && tree.ancestry_in_unit(b.offender.pid).any(|p| p == c.pid) =>
             {
                 BurstReport {
                     offender: Candidate {

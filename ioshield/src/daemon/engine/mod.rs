@@ -96,6 +96,8 @@ pub struct Engine {
     speeds: SpeedFile,
     /// What sysfs says of each disk seen, read once.
     known: HashMap<DevId, Known>,
+    /// The actuator's [`Actuator::placements`] when the tree's cgroups were last forgotten.
+    placements_seen: u64,
     /// Kernel burst reports not yet judged, and reporters that may not be chosen.
     bursts: Vec<(Disk, Burst)>,
     ignored_bursts: HashMap<u32, Instant>,
@@ -136,6 +138,7 @@ impl Engine {
             pending_undos: 0,
             speeds,
             known: HashMap::new(),
+            placements_seen: 0,
             bursts: Vec::new(),
             ignored_bursts: HashMap::new(),
             backlogs: Backlogs::default(),
@@ -375,6 +378,12 @@ impl Engine {
             lost.lifecycle_events_dropped > 0,
         );
         tree.know(sample.writes.keys().map(|(pid, _)| *pid));
+        // A restriction made or lifted since moved processes between cgroups.
+        if actuator.placements() != self.placements_seen {
+            tree.forget_cgroups();
+            self.placements_seen = actuator.placements();
+        }
+        tree.learn_cgroups(sample.writes.keys().map(|(pid, _)| *pid));
         if actuator.through_systemd() {
             let writers = sample.writes.keys().map(|(pid, _)| *pid);
             let users = self

@@ -42,7 +42,10 @@ impl Engine {
             );
             return;
         }
-        let in_place = actuator.holds_in_place(offender.pid, &members, &method);
+        // Asked only where the answer changes the memory.high: it reads the unit's processes,
+        // a few ms of the emulated guest's before the restriction is made.
+        let limit_may_count = !at.estimate.capacity && method.io_max_limit().is_some();
+        let in_place = limit_may_count && actuator.holds_in_place(offender.pid, &members, &method);
         let limit_counts = super::limit_counts(in_place, Duration::ZERO);
         let beside = at.company(
             &self.rates,
