@@ -864,6 +864,36 @@ CALM=$(journal_since "$T20" | grep "^release pid [0-9]* (dd) .*< 20% of")
 check held-copies-not-released-as-calm "a copy writing all along was let go as calm: $(echo "$CALM" | tr '\n' '|')" \
     test -z "$CALM"
 
+# --- copies from a shell's scope, split off it, shipped defaults --------------------------
+# Two copies, one after the other, each by `sh` in a scope of its own beside a `sleep` (as in a
+# terminal's tab: the scope is shared, so the copy is split off it into a scope of its own), both
+# started by this script's shell. The second is restricted as the copy, not as the shell: until
+# stop 83 the first copy's rate, still in the shell's 8 s average, made the shell the offender
+# (its scope never started: 5 s without a decision, then the copy 4-5 s late; subtrees now end
+# at unit boundaries, model/tree.rs ancestry_in_unit). No copy is let go as calm mid-copy.
+T25=$(date +%s)
+for n in 1 2; do
+    rm -f "$DATA/copy"
+    systemd-run --scope --quiet --slice=user.slice --unit="term-$n" \
+        sh -c "sleep 100 & dd if=/dev/zero of=$DATA/copy bs=1M count=200 conv=fsync; kill \$!" \
+        > /dev/null 2>&1
+done
+rm -f "$DATA/copy"
+sleep 2
+SPLITS=$(journal_since "$T25" | grep "^restrict pid [0-9]* ")
+log "journal: $(echo "$SPLITS" | cut -c1-300 | tr '\n' '|')"
+for n in 1 2; do
+    check "split-copy-$n" "${SPLITS:-no restrict line}" \
+        eval 'echo "$SPLITS" | grep -q "^restrict pid [0-9]* (dd) .* on new scope ioshield-[0-9]*-r[0-9]*-[0-9]*\.scope in user\.slice .*bound to term-$n\.scope"'
+done
+check split-only-the-copies "${SPLITS:-no restrict line}" \
+    eval 'test "$(echo "$SPLITS" | grep -c .)" -ge 2 && ! echo "$SPLITS" | grep -qv "^restrict pid [0-9]* (dd) "'
+CALM=$(journal_since "$T25" | grep "^release pid [0-9]* (dd) .*< 20% of")
+check split-copies-not-released-as-calm "a copy writing all along was let go as calm: $(echo "$CALM" | tr '\n' '|')" \
+    test -z "$CALM"
+check split-nothing-pending "$(ioshield status 2>&1 | grep 'undo pending')" \
+    eval '! ioshield status 2>&1 | grep -q "undo pending"'
+
 # --- measured: an untar of many small files as a service, shipped defaults ------------------
 # `tar x` of 8192 files of 32 KiB (from a tarball in memory) as a system service, then `sync`,
 # next to the committing service, with ioshield stopped and with the shipped defaults: held by

@@ -38,7 +38,8 @@ pub(super) fn accept(raw: RawState, boot_id: &str, path: &Path) -> Vec<Change> {
             Ok(change) => match change.validate() {
                 Ok(()) => out.push(change),
                 Err(why) => tracing::warn!(
-                    "state file {}: ignoring an entry ioshield could not have made ({why}):                      {value}",
+                    "state file {}: ignoring an entry ioshield could not have made ({why}): \
+                     {value}",
                     path.display()
                 ),
             },
