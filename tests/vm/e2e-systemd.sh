@@ -870,7 +870,7 @@ check held-copies-not-released-as-calm "a copy writing all along was let go as c
 # started by this script's shell. The second is restricted as the copy, not as the shell: until
 # stop 83 the first copy's rate, still in the shell's 8 s average, made the shell the offender
 # (its scope never started: 5 s without a decision, then the copy 4-5 s late; subtrees now end
-# at unit boundaries, model/tree.rs ancestry_in_unit).
+# at unit boundaries, model/tree.rs ancestry_in_unit). No copy is let go as calm mid-copy.
 T25=$(date +%s)
 for n in 1 2; do
     rm -f "$DATA/copy"
@@ -888,17 +888,9 @@ for n in 1 2; do
 done
 check split-only-the-copies "${SPLITS:-no restrict line}" \
     eval 'test "$(echo "$SPLITS" | grep -c .)" -ge 2 && ! echo "$SPLITS" | grep -qv "^restrict pid [0-9]* (dd) "'
-# On 6.12 the copy's file has its writeback started at once (act/units.rs SPLIT_KICK_FROM):
-# without that it crawled until the kernel's periodic writeback, 1.9 MB/s for 5 s, and was let go
-# as calm. On 6.1 it still crawls (with the writeback started, about 1 MB/s for 13 s): logged,
-# not checked; open (docs/bench/split-scope.md).
 CALM=$(journal_since "$T25" | grep "^release pid [0-9]* (dd) .*< 20% of")
-if [ "$(uname -r | cut -d. -f1-2)" = 6.1 ]; then
-    log "split copies let go as calm on 6.1 (open): ${CALM:-none}"
-else
-    check split-copies-not-released-as-calm "a copy writing all along was let go as calm: $(echo "$CALM" | tr '\n' '|')" \
-        test -z "$CALM"
-fi
+check split-copies-not-released-as-calm "a copy writing all along was let go as calm: $(echo "$CALM" | tr '\n' '|')" \
+    test -z "$CALM"
 check split-nothing-pending "$(ioshield status 2>&1 | grep 'undo pending')" \
     eval '! ioshield status 2>&1 | grep -q "undo pending"'
 

@@ -22,9 +22,6 @@ use crate::{
     system::{cgroups, procfs},
 };
 
-/// The kernels on which a writer split off its unit has its files' writeback started at once.
-const SPLIT_KICK_FROM: (u32, u32) = (6, 12);
-
 pub enum Done {
     /// The unit whose limits now hold the offender, its manager, its cgroup, what was done,
     /// and the limits as they hold (a weight falls back to a write limit where iocost cannot be
@@ -114,20 +111,6 @@ impl Actuator {
                 let limits = self
                     .hold_unit(user, &scope, Some(&at), limits, pending)
                     .await?;
-                // The new scope's io settings have systemd turn the io controller on for the
-                // slice's units, the one the writer left included: the writeback structure its
-                // file was on is retired, and the writer crawled over its dirty limit until the
-                // kernel's periodic writeback (seen on 6.12: 1.9 MB/s for 5 s, let go as calm in
-                // the e2e); that writeback then wrote the pages at once. Not on 6.1, where the
-                // file then stays with the other scope's writeback and the writer crawled at
-                // about 1 MB/s for 13 s (docs/bench/split-scope.md).
-                if crate::system::host::kernel_version().is_some_and(|v| v >= SPLIT_KICK_FROM) {
-                    super::writeback_kick::start_soon(
-                        scope.clone(),
-                        mount.join(at.strip_prefix("/").unwrap_or(&at)),
-                        limits.dev,
-                    );
-                }
                 let what = format!(
                     "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
                     limits.describe()
