@@ -268,6 +268,10 @@ impl ProcessTree {
     /// not read yet; a process that has exited keeps what was read while it lived.
     pub fn learn_cgroups(&mut self, pids: impl IntoIterator<Item = u32>) {
         for pid in pids {
+            // Every writer of every sample comes here: most are known already.
+            if self.cgroups.contains_key(&pid) {
+                continue;
+            }
             let chain: Vec<u32> = self.ancestry(pid).collect();
             for p in chain {
                 // Its ancestors were read with it.
