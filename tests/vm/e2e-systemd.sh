@@ -864,19 +864,21 @@ CALM=$(journal_since "$T20" | grep "^release pid [0-9]* (dd) .*< 20% of")
 check held-copies-not-released-as-calm "a copy writing all along was let go as calm: $(echo "$CALM" | tr '\n' '|')" \
     test -z "$CALM"
 
-# --- copies from a shell's scope, split off it, shipped defaults --------------------------
+# --- copies from a shell's scope, split off it or held there, shipped defaults ------------
 # Two copies, one after the other, each by `sh` in a scope of its own beside a `sleep` (as in a
 # terminal's tab: the scope is shared, so the copy is split off it into a scope of its own), both
 # started by this script's shell. The second is restricted as the copy, not as the shell: until
 # stop 83 the first copy's rate, still in the shell's 8 s average, made the shell the offender
 # (its scope never started: 5 s without a decision, then the copy 4-5 s late; subtrees now end
 # at unit boundaries, model/tree.rs ancestry_in_unit). No copy is let go as calm mid-copy.
+# A third copy's scope holds only the copy and its shell waiting for it (a terminal's tab in
+# the foreground): held there in place, the shell with it (act/placement.rs).
 T25=$(date +%s)
-for n in 1 2; do
+for n in 1 2 3; do
     rm -f "$DATA/copy"
-    systemd-run --scope --quiet --slice=user.slice --unit="term-$n" \
-        sh -c "sleep 100 & dd if=/dev/zero of=$DATA/copy bs=1M count=200 conv=fsync; kill \$!" \
-        > /dev/null 2>&1
+    JOB="sleep 100 & dd if=/dev/zero of=$DATA/copy bs=1M count=200 conv=fsync; kill \$!"
+    [ "$n" = 3 ] && JOB="dd if=/dev/zero of=$DATA/copy bs=1M count=200 conv=fsync; true"
+    systemd-run --scope --quiet --slice=user.slice --unit="term-$n" sh -c "$JOB" > /dev/null 2>&1
 done
 rm -f "$DATA/copy"
 sleep 2
@@ -886,8 +888,11 @@ for n in 1 2; do
     check "split-copy-$n" "${SPLITS:-no restrict line}" \
         eval 'echo "$SPLITS" | grep -q "^restrict pid [0-9]* (dd) .* on new scope ioshield-[0-9]*-r[0-9]*-[0-9]*\.scope in user\.slice .*bound to term-$n\.scope"'
 done
+check tab-copy-in-place "${SPLITS:-no restrict line}" \
+    eval 'echo "$SPLITS" | grep -q "^restrict pid [0-9]* (dd) .* on term-3\.scope itself through systemd"'
+TABPID=$(echo "$SPLITS" | grep -m1 " on term-3\.scope itself" | awk '{ print $3 }')
 check split-only-the-copies "${SPLITS:-no restrict line}" \
-    eval 'test "$(echo "$SPLITS" | grep -c .)" -ge 2 && ! echo "$SPLITS" | grep -qv "^restrict pid [0-9]* (dd) "'
+    eval 'test "$(echo "$SPLITS" | grep -c .)" -ge 3 && ! echo "$SPLITS" | grep -qv "^restrict pid [0-9]* (dd) "'
 # Logged, not checked (open, docs/bench/split-scope.md): a split copy's file waits on the
 # writeback structure retired when systemd turned io on for the scope it left, and the copy
 # crawls over its dirty limit until the kernel's periodic writeback (1.9 MB/s for 5 s in stop
@@ -896,6 +901,8 @@ check split-only-the-copies "${SPLITS:-no restrict line}" \
 # longer in some runs (1.0-1.2 MB/s for 12-13 s, on 6.12 and on 6.1).
 CALM=$(journal_since "$T25" | grep "^release pid [0-9]* (dd) .*< 20% of")
 log "split copies let go as calm (open): ${CALM:-none}"
+check tab-copy-not-released-as-calm "$(echo "$CALM" | grep "^release pid ${TABPID:-none} " | tr '\n' '|')" \
+    eval 'test -n "$TABPID" && ! echo "$CALM" | grep -q "^release pid $TABPID "'
 check split-nothing-pending "$(ioshield status 2>&1 | grep 'undo pending')" \
     eval '! ioshield status 2>&1 | grep -q "undo pending"'
 

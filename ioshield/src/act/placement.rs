@@ -25,9 +25,15 @@ pub enum Placement {
 
 /// `cgroup` is the offender root's cgroup (as /proc/PID/cgroup shows it), `unit_pids` every
 /// process in that unit's cgroup and below, `members` the offender's subtree and `ancestors` the
-/// root's ancestors. A service is one job: its main process and the shells between it and the
-/// writer (a backup script running restic) are part of the offender. A scope (a login session,
-/// a terminal, an app) is shared with whatever else runs there, its shell included.
+/// root's ancestors. A unit is one job when it holds nothing but the offender and the processes
+/// it was started by: a service's main process and the shells between it and the writer (a
+/// backup script running restic), or a terminal tab's or login session's shell waiting for its
+/// copy. Those are held with it, in place, rather than the writer moved away from them: the
+/// kernel keeps a file's writeback with the cgroup that first dirtied it, so a copy moved out of
+/// its scope has its file written through the scope it left, unlimited, while its new scope's
+/// `memory.high` waits on that (docs/bench/shell-scope.md: pauses of 0.6-1.3 s and a copy
+/// crawling for 5 s). The cost is the shell's: what it starts while held is held with it.
+/// Anything else in the unit (a job left running, another worker) makes the unit shared.
 pub fn place(
     cgroup: &Path,
     unit_pids: &[u32],
@@ -78,8 +84,7 @@ pub fn place(
             ),
         };
     }
-    let ours =
-        |p: &u32| members.contains(p) || (unit.ends_with(".service") && ancestors.contains(p));
+    let ours = |p: &u32| members.contains(p) || ancestors.contains(p);
     if !unit_pids.is_empty() && unit_pids.iter().all(ours) {
         return Placement::InPlace { unit, user };
     }
@@ -133,10 +138,24 @@ mod tests {
 
     #[test]
     fn a_shared_session_is_split_within_its_slice() {
-        // The login shell (10) is the writer's parent, but a session is shared: split.
-        let p = place(
+        // The login shell (10) waits for the copy (40, 41): the session is the copy's.
+        let own = place(
             Path::new("/user.slice/user-1000.slice/session-3.scope"),
             &[10, 40, 41],
+            &members(&[40, 41]),
+            &members(&[10, 1]),
+        );
+        assert_eq!(
+            own,
+            Placement::InPlace {
+                unit: "session-3.scope".into(),
+                user: None
+            }
+        );
+        // A job the shell left running (12) is not the copy's: split.
+        let p = place(
+            Path::new("/user.slice/user-1000.slice/session-3.scope"),
+            &[10, 12, 40, 41],
             &members(&[40, 41]),
             &members(&[10, 1]),
         );
@@ -173,10 +192,24 @@ mod tests {
                 user: Some(1000)
             }
         );
-        // A terminal's scope holds the shell and whatever else runs in that terminal.
-        let terminal = place(
+        // A terminal's scope holds the shell and whatever else runs in that terminal: held in
+        // place while the shell only waits for the copy, split once it runs something else.
+        let tab = place(
             Path::new(&format!("{base}/app.slice/app-gnome-terminal-42.scope")),
             &[30, 40],
+            &members(&[40]),
+            &members(&[30]),
+        );
+        assert_eq!(
+            tab,
+            Placement::InPlace {
+                unit: "app-gnome-terminal-42.scope".into(),
+                user: Some(1000)
+            }
+        );
+        let terminal = place(
+            Path::new(&format!("{base}/app.slice/app-gnome-terminal-42.scope")),
+            &[30, 31, 40],
             &members(&[40]),
             &members(&[30]),
         );
