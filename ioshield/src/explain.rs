@@ -101,7 +101,7 @@ fn explain(pid: u32, s: &Status) -> String {
                 let would = match placement::place(&cg, &unit_pids, &members, &ancestors) {
                     Placement::InPlace { unit, user } => format!(
                         "limits set on {unit} itself through {}, nothing moved (every process \
-                         of the unit is its own)",
+                         of the unit is its own or one it was started by)",
                         manager_name(user)
                     ),
                     Placement::Split { unit, slice, user } => format!(
