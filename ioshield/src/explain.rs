@@ -104,6 +104,17 @@ fn explain(pid: u32, s: &Status) -> String {
                          of the unit is its own or one it was started by)",
                         manager_name(user)
                     ),
+                    Placement::Spare {
+                        unit,
+                        slice,
+                        user,
+                        others,
+                    } => format!(
+                        "limits set on {unit} itself through {}, after its other processes \
+                         {others:?} (neither its own nor ones it was started by) are moved \
+                         aside into a scope of their own in {slice}, bound to {unit}",
+                        manager_name(user)
+                    ),
                     Placement::Split { unit, slice, user } => format!(
                         "it (and its subtree) moved by {} into a scope of its own in {slice}, \
                          bound to {unit}, which it shares with other processes",

@@ -9,13 +9,24 @@ pub enum Placement {
     /// (`SetUnitProperties`), nothing moves. `user`: the unit is a user manager's
     /// (`user@UID.service/...`), and only that manager may change it.
     InPlace { unit: String, user: Option<u32> },
-    /// The unit also holds innocent processes: move the offender's subtree into a new scope in
-    /// the same slice, through the same manager, bound to the unit so that stopping the unit
-    /// stops it too.
+    /// A service that also holds other processes (another worker): move the offender's
+    /// subtree into a new scope in the same slice, through the same manager, bound to the unit
+    /// so that stopping the unit stops it too.
     Split {
         unit: String,
         slice: String,
         user: Option<u32>,
+    },
+    /// A scope (a login session, a terminal) that also holds processes neither the offender's
+    /// nor what started it (a job its shell left running): those move aside into a new scope
+    /// in the same slice, through the same manager, bound to the scope, and the limits go on
+    /// the scope itself, as in place; the offender stays with its files' writeback. Not for a
+    /// service: its other workers are the service's to manage.
+    Spare {
+        unit: String,
+        slice: String,
+        user: Option<u32>,
+        others: Vec<u32>,
     },
     /// A subtree ioshield must not write into or move out of: another manager's delegated
     /// subtree (container engines, machined), a user manager itself, or no unit at all. `why`
@@ -33,7 +44,8 @@ pub enum Placement {
 /// its scope has its file written through the scope it left, unlimited, while its new scope's
 /// `memory.high` waits on that (docs/bench/shell-scope.md: pauses of 0.6-1.3 s and a copy
 /// crawling for 5 s). The cost is the shell's: what it starts while held is held with it.
-/// Anything else in the unit (a job left running, another worker) makes the unit shared.
+/// Anything else in a scope (a job the shell left running) moves aside for the same reason;
+/// anything else in a service (another worker) makes the service shared, and the writer moves.
 pub fn place(
     cgroup: &Path,
     unit_pids: &[u32],
@@ -92,6 +104,15 @@ pub fn place(
         .last()
         .filter(|p| p.ends_with(".slice"))
         .map_or("-.slice".to_string(), |p| p.to_string());
+    if unit.ends_with(".scope") && !unit_pids.is_empty() {
+        let others = unit_pids.iter().copied().filter(|p| !ours(p)).collect();
+        return Placement::Spare {
+            unit,
+            slice,
+            user,
+            others,
+        };
+    }
     Placement::Split { unit, slice, user }
 }
 
@@ -137,7 +158,7 @@ mod tests {
     }
 
     #[test]
-    fn a_shared_session_is_split_within_its_slice() {
+    fn a_shared_session_is_held_with_its_other_jobs_moved_aside() {
         // The login shell (10) waits for the copy (40, 41): the session is the copy's.
         let own = place(
             Path::new("/user.slice/user-1000.slice/session-3.scope"),
@@ -152,7 +173,7 @@ mod tests {
                 user: None
             }
         );
-        // A job the shell left running (12) is not the copy's: split.
+        // A job the shell left running (12) is not the copy's: it moves aside.
         let p = place(
             Path::new("/user.slice/user-1000.slice/session-3.scope"),
             &[10, 12, 40, 41],
@@ -161,10 +182,11 @@ mod tests {
         );
         assert_eq!(
             p,
-            Placement::Split {
+            Placement::Spare {
                 unit: "session-3.scope".into(),
                 slice: "user-1000.slice".into(),
-                user: None
+                user: None,
+                others: vec![12]
             }
         );
         let p = place(
@@ -193,7 +215,8 @@ mod tests {
             }
         );
         // A terminal's scope holds the shell and whatever else runs in that terminal: held in
-        // place while the shell only waits for the copy, split once it runs something else.
+        // place while the shell only waits for the copy, the rest moved aside once it runs
+        // something else.
         let tab = place(
             Path::new(&format!("{base}/app.slice/app-gnome-terminal-42.scope")),
             &[30, 40],
@@ -215,10 +238,11 @@ mod tests {
         );
         assert_eq!(
             terminal,
-            Placement::Split {
+            Placement::Spare {
                 unit: "app-gnome-terminal-42.scope".into(),
                 slice: "app.slice".into(),
-                user: Some(1000)
+                user: Some(1000),
+                others: vec![31]
             }
         );
         let manager = place(

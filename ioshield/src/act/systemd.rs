@@ -359,22 +359,28 @@ impl Systemd {
         slice: &str,
         bound_to: &str,
         pids: &[u32],
-        limits: &ScopeLimits,
+        limits: Option<&ScopeLimits>,
         laps: &mut Stopwatch,
     ) -> Result<()> {
+        let description = match limits {
+            Some(_) => "I/O-restricted by ioshield",
+            None => "moved aside by ioshield from a writer's scope it restricts",
+        };
         let mut props: Vec<(&str, Value<'_>)> = vec![
-            ("Description", Value::from("I/O-restricted by ioshield")),
+            ("Description", Value::from(description)),
             ("Slice", Value::from(slice.to_string())),
             ("PIDs", Value::new(pids.to_vec())),
-            ("IOAccounting", Value::from(true)),
-            write_property(limits),
             // Gone from systemd's memory as soon as its last process exits.
             ("CollectMode", Value::from("inactive-or-failed")),
             ("BindsTo", Value::new(vec![bound_to.to_string()])),
             ("After", Value::new(vec![bound_to.to_string()])),
         ];
-        if let Some(m) = limits.memory_high {
-            props.push(("MemoryHigh", Value::from(m)));
+        if let Some(limits) = limits {
+            props.push(("IOAccounting", Value::from(true)));
+            props.push(write_property(limits));
+            if let Some(m) = limits.memory_high {
+                props.push(("MemoryHigh", Value::from(m)));
+            }
         }
         props.extend(self.confinement(m, bound_to).await?);
         laps.lap("confinement read");
