@@ -224,7 +224,7 @@ wait
 EOF
 T2=$(date +%s)
 CTL=$CTL DATA=$DATA systemd-run --scope --unit=fake-session.scope --description="fake login session" \
-    -- bash "$CTL/session.sh" > "$RESULTS/fake-session.log" 2>&1 &
+    --property=TasksMax=99 --property=MemoryMax=3G -- bash "$CTL/session.sh" > "$RESULTS/fake-session.log" 2>&1 &
 wait_for 20 test -s "$CTL/writer.pid" -a -s "$CTL/innocent.pid"
 WRITER=$(cat "$CTL/writer.pid" 2>/dev/null)
 INNOCENT=$(cat "$CTL/innocent.pid" 2>/dev/null)
@@ -258,6 +258,9 @@ check innocent-moved-aside "innocent's cgroup is $(cgroup_of "$INNOCENT")" \
     eval 'cgroup_of "$INNOCENT" | grep -q "^/system.slice/ioshield-[0-9]*-r[0-9]*-aside-[0-9]*\.scope$"'
 check aside-bound-to-session "BindsTo of ${ASIDE:-no scope}: $(prop "${ASIDE:-none}" BindsTo)" \
     eval 'prop "$ASIDE" BindsTo | grep -qw fake-session.scope'
+# Its TasksMax= and MemoryMax= go with it (never widen what a process may do).
+check aside-keeps-limits "${ASIDE:-no scope}: TasksMax=$(prop "${ASIDE:-none}" TasksMax) MemoryMax=$(prop "${ASIDE:-none}" MemoryMax)" \
+    eval 'test "$(prop "$ASIDE" TasksMax)" = 99 -a "$(prop "$ASIDE" MemoryMax)" = 3221225472'
 check aside-unheld "${ASIDE:-no scope}: IOWeight=$(prop "${ASIDE:-none}" IOWeight) IOWriteBandwidthMax='$(prop "${ASIDE:-none}" IOWriteBandwidthMax)' MemoryHigh=$(prop "${ASIDE:-none}" MemoryHigh)" \
     eval 'test -n "$ASIDE" && unheld "$ASIDE" && test "$(prop "$ASIDE" MemoryHigh)" = infinity'
 SCG=/system.slice/fake-session.scope
@@ -526,7 +529,7 @@ sleep 1
 check net-listener "an unconfined process cannot connect to 127.0.0.1:$PORT" \
     perl -MIO::Socket::INET -e 'IO::Socket::INET->new(PeerAddr => "127.0.0.1:'"$PORT"'", Timeout => 3) or exit 1'
 T11=$(date +%s)
-systemd-run --unit=net-confined --property=IPAddressDeny=any \
+systemd-run --unit=net-confined --property=IPAddressDeny=any --property=TasksMax=77 \
     bash -c 'sh -c "while :; do date >> $1/confined-innocent.log; sleep 0.5; done" &
              echo $! > "$2/net-innocent.pid"
              perl "$2/netwriter.pl" "$1/netwriter" "$2" '"$PORT"' &
@@ -553,6 +556,8 @@ check net-split "writer's cgroup is $(cgroup_of "$NETW"), innocent's $(cgroup_of
     eval 'test -n "$NSCOPE" && in_unit "$NETI" net-confined.service'
 check net-scope-copies-deny "IPAddressDeny of ${NSCOPE:-no scope}: '$(prop "${NSCOPE:-none}" IPAddressDeny)'" \
     test -n "$(prop "${NSCOPE:-none}" IPAddressDeny)"
+check net-scope-copies-tasks-max "TasksMax of ${NSCOPE:-no scope}: $(prop "${NSCOPE:-none}" TasksMax)" \
+    test "$(prop "${NSCOPE:-none}" TasksMax)" = 77
 WHILE=$(net_probe restricted)
 check net-denied-restricted "the writer's connect while restricted: $WHILE" \
     eval 'echo "$WHILE" | grep -q "^refused"'

@@ -78,9 +78,11 @@ pub struct UnitLimits {
 }
 
 /// Settings of a unit that confine what its processes may do through cgroup-attached BPF
-/// programs or device rules: a process moved out of the unit would lose them, so a new scope
-/// gets copies (never widen what a process may do).
-const CONFINEMENT: [&str; 7] = [
+/// programs or device rules, or how much memory, how many tasks and how much CPU they may take:
+/// a process moved out of the unit would lose them, so a new scope gets copies (never widen
+/// what a process may do). Not the I/O settings and `MemoryHigh=`, which ioshield sets itself
+/// on the units it holds.
+const CONFINEMENT: [&str; 12] = [
     "IPAddressDeny",
     "IPAddressAllow",
     "DevicePolicy",
@@ -88,6 +90,11 @@ const CONFINEMENT: [&str; 7] = [
     "SocketBindDeny",
     "SocketBindAllow",
     "RestrictNetworkInterfaces",
+    "MemoryMax",
+    "MemorySwapMax",
+    "TasksMax",
+    "CPUQuotaPerSecUSec",
+    "CPUWeight",
 ];
 
 /// Every call to systemd gives up after this: a hung PID 1 must not stop the daemon's ticks or
@@ -813,10 +820,11 @@ fn write_property(limits: &ScopeLimits) -> (&'static str, Value<'static>) {
     }
 }
 
-/// Empty lists, `auto` and structures ending in an empty list are systemd's defaults for the
-/// confinement settings: nothing to copy.
+/// Empty lists, `auto`, structures ending in an empty list and `infinity` (or "not set", the
+/// same `u64::MAX`) are systemd's defaults for the confinement settings: nothing to copy.
 fn is_default(value: &Value<'_>) -> bool {
     match value {
+        Value::U64(v) => *v == u64::MAX,
         Value::Array(a) => a.is_empty(),
         Value::Str(s) => s.as_str() == "auto" || s.is_empty(),
         Value::Structure(s) => s.fields().last().is_none_or(is_default),
@@ -1038,5 +1046,8 @@ mod tests {
         )])));
         assert!(is_default(&Value::new((false, Vec::<String>::new()))));
         assert!(!is_default(&Value::new((true, vec!["lo".to_string()]))));
+        // MemoryMax=infinity and CPUWeight not set; TasksMax=77.
+        assert!(is_default(&Value::U64(u64::MAX)));
+        assert!(!is_default(&Value::U64(77)));
     }
 }
