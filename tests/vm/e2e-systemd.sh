@@ -73,7 +73,7 @@ unlimited() {
 }
 limited_scope_of() { cgroup_of "$1" | grep -o 'ioshield-[0-9]*-r[0-9]*-[0-9]*\.scope$'; }
 # The scope ioshield moved a process into, aside from a writer it holds in their scope.
-aside_scope_of() { cgroup_of "$1" | grep -o 'ioshield-[0-9]*-r[0-9]*-aside-[0-9]*\.scope$'; }
+aside_scope_of() { cgroup_of "$1" | grep -o 'ioshield-[0-9]*-r[0-9]*-aside-[0-9-]*\.scope$'; }
 prop() { systemctl show "$1" -p "$2" --value 2>/dev/null; }
 # The unit has no write limit (any more).
 no_write_limit() { case "$(prop "$1" IOWriteBandwidthMax)" in "" | *infinity*) true ;; *) false ;; esac; }
@@ -255,7 +255,7 @@ snapshot "restricted"
 check writer-held-in-its-session "writer's cgroup is $(cgroup_of "$WRITER")" \
     in_unit "$WRITER" fake-session.scope
 check innocent-moved-aside "innocent's cgroup is $(cgroup_of "$INNOCENT")" \
-    eval 'cgroup_of "$INNOCENT" | grep -q "^/system.slice/ioshield-[0-9]*-r[0-9]*-aside-[0-9]*\.scope$"'
+    eval 'cgroup_of "$INNOCENT" | grep -q "^/system.slice/ioshield-[0-9]*-r[0-9]*-aside-[0-9-]*\.scope$"'
 check aside-bound-to-session "BindsTo of ${ASIDE:-no scope}: $(prop "${ASIDE:-none}" BindsTo)" \
     eval 'prop "$ASIDE" BindsTo | grep -qw fake-session.scope'
 # Its TasksMax= and MemoryMax= go with it (never widen what a process may do).
@@ -747,7 +747,7 @@ check login-dd-held-in-session "dd's cgroup is $(cgroup_of "${DD:-0}")" in_unit 
 check login-scope-limited "IOWeight of ${SESSION:-no session}: $(prop "${SESSION:-none}" IOWeight), io.cost.qos '$(iocost_qos)'" \
     eval 'weighted "$SESSION" && iocost_ours'
 check login-innocent-aside "innocent's cgroup is $(cgroup_of "${LINNOCENT:-0}")" \
-    eval 'cgroup_of "$LINNOCENT" | grep -q "^/user.slice/user-$UUID_.slice/ioshield-[0-9]*-r[0-9]*-aside-[0-9]*\.scope$"'
+    eval 'cgroup_of "$LINNOCENT" | grep -q "^/user.slice/user-$UUID_.slice/ioshield-[0-9]*-r[0-9]*-aside-[0-9-]*\.scope$"'
 check login-aside-bound "BindsTo of ${LASIDE:-no scope}: $(prop "${LASIDE:-none}" BindsTo)" \
     eval 'prop "$LASIDE" BindsTo | grep -qw "$SESSION"'
 SID=${SESSION#session-}
@@ -904,7 +904,7 @@ HELD=$(journal_since "$T25" | grep "^restrict pid [0-9]* ")
 log "journal: $(echo "$HELD" | cut -c1-300 | tr '\n' '|')"
 for n in 1 2; do
     check "shell-copy-$n" "${HELD:-no restrict line}" \
-        eval 'echo "$HELD" | grep -q "^restrict pid [0-9]* (dd) .* on term-$n\.scope itself through systemd; its other processes \[[0-9, ]*\] moved aside to new scope ioshield-[0-9]*-r[0-9]*-aside-[0-9]*\.scope in user\.slice, bound to term-$n\.scope"'
+        eval 'echo "$HELD" | grep -q "^restrict pid [0-9]* (dd) .* on term-$n\.scope itself through systemd; its other processes \[[0-9, ]*\] moved aside to new scope ioshield-[0-9]*-r[0-9]*-aside-[0-9-]*\.scope in user\.slice, bound to term-$n\.scope"'
 done
 check tab-copy-in-place "${HELD:-no restrict line}" \
     eval 'echo "$HELD" | grep -q "^restrict pid [0-9]* (dd) .* on term-3\.scope itself through systemd, nothing moved"'

@@ -42,7 +42,7 @@ pub enum Placement {
 /// copy. Those are held with it, in place, rather than the writer moved away from them: the
 /// kernel keeps a file's writeback with the cgroup that first dirtied it, so a copy moved out of
 /// its scope has its file written through the scope it left, unlimited, while its new scope's
-/// `memory.high` waits on that (docs/bench/shell-scope.md: pauses of 0.6-1.3 s and a copy
+/// `memory.high` waits on that (docs/bench/shell-scope.md: pauses of 0.3-1.3 s and a copy
 /// crawling for 5 s). The cost is the shell's: what it starts while held is held with it.
 /// Anything else in a scope (a job the shell left running) moves aside for the same reason;
 /// anything else in a service (another worker) makes the service shared, and the writer moves.
@@ -116,9 +116,33 @@ pub fn place(
     Placement::Split { unit, slice, user }
 }
 
+/// Which of a scope's `others` to move aside: those whose parent is not among them (`parent`
+/// gives a live process's parent). A process forked by one moved later is born where its parent
+/// is; one already running stays held (a shell loop's `sleep`, gone in a moment, which listed
+/// would have systemd refuse the whole move once it exits before the call).
+pub fn heads(others: &[u32], parent: impl Fn(u32) -> Option<u32>) -> Vec<u32> {
+    let set: HashSet<u32> = others.iter().copied().collect();
+    others
+        .iter()
+        .copied()
+        .filter(|&p| parent(p).is_some_and(|pp| !set.contains(&pp)))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_heads_of_the_others_move_aside() {
+        // 12: a job the shell (10) left running, 13 its `sleep`; 14 gone.
+        let parent = |p: u32| match p {
+            12 => Some(10),
+            13 => Some(12),
+            _ => None,
+        };
+        assert_eq!(heads(&[12, 13, 14], parent), vec![12]);
+    }
 
     fn members(pids: &[u32]) -> HashSet<u32> {
         pids.iter().copied().collect()
