@@ -301,8 +301,10 @@ impl Systemd {
     /// manager answered that it has no such unit: it is there to ask, and reopening a user's
     /// bridge costs 1.2 s.
     fn checked<T>(&self, m: Manager, result: Result<T>) -> Result<T> {
+        // systemd's own answers (no such unit, a process gone) came over a live connection.
         if let Err(e) = &result
             && !e.downcast_ref::<zbus::Error>().is_some_and(no_such_unit)
+            && !process_gone(e)
         {
             self.links.forget(m);
         }
@@ -768,6 +770,15 @@ fn no_such_unit(e: &zbus::Error) -> bool {
         if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit")
 }
 
+/// Whether `e` is systemd's refusal of a process that does not exist (any more): one of the
+/// PIDs a new scope was to take exited before the call.
+pub fn process_gone(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<zbus::Error>().is_some_and(|e| {
+        matches!(e, zbus::Error::MethodError(name, _, _)
+            if name.as_str() == "org.freedesktop.DBus.Error.UnixProcessIdUnknown")
+    })
+}
+
 /// The object path systemd gives `unit`: its name with every character other than a letter
 /// (or a digit after the first) escaped as `_` and two lowercase hex digits (sd-bus's
 /// `bus_label_escape`), e.g. `/org/freedesktop/systemd1/unit/cron_2eservice`.
@@ -845,6 +856,20 @@ mod tests {
             Some("Unit copy.service not found.".into()),
             reply,
         )
+    }
+
+    #[test]
+    fn a_process_gone_is_told_from_other_refusals() {
+        let gone = anyhow::Error::new(method_error(
+            "org.freedesktop.DBus.Error.UnixProcessIdUnknown",
+        ))
+        .context("starting scope ioshield-1-r1-aside-2.scope");
+        assert!(process_gone(&gone));
+        let hung = anyhow::Error::new(method_error("org.freedesktop.DBus.Error.NoReply"));
+        assert!(!process_gone(&hung));
+        assert!(!process_gone(&anyhow::anyhow!(
+            "systemd did not start it within 5s"
+        )));
     }
 
     #[test]

@@ -195,7 +195,8 @@ impl Actuator {
                 .await;
             match tried {
                 Ok(scope) => return Ok(Some((scope, others))),
-                Err(e) if attempt + 1 < ASIDE_TRIES => {
+                // Only that refusal is tried again: a call that timed out took 5 s already.
+                Err(e) if attempt + 1 < ASIDE_TRIES && super::systemd::process_gone(&e) => {
                     tracing::debug!("moving {others:?} aside from {unit}: {e:#}; listing again");
                     match find(root, members)?.placement {
                         Placement::Spare { others: now, .. } => {
