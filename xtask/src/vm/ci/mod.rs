@@ -34,6 +34,10 @@ const MIN_STALL_S: f64 = 0.5;
 /// tick, one pause of 2-3 s remains (see the README's bench) while the rest of the run is clean.
 const MAX_LONGEST_RATIO: f64 = 0.75;
 const MAX_WAIT_RATIO: f64 = 0.5;
+/// A mitigated wait this short is clean whatever none's: 6.12's bed stalls little (none's wait
+/// 25-50 ms in stop 84's two full runs), and the guard's 11-13 ms then failed half of 25 ms
+/// once; the load's own cycle is 100 ms.
+const CLEAN_WAIT_S: f64 = 0.02;
 
 pub fn run(kernels: &[String], out: &Path) -> Result<()> {
     let started = Instant::now();
@@ -1177,7 +1181,7 @@ fn compare(mitigated: &Pauses, none: &Result<Pauses>) -> Result<String> {
             mitigated.line()
         );
     }
-    if mitigated.multiwrite_wait > MAX_WAIT_RATIO * none.multiwrite_wait {
+    if mitigated.multiwrite_wait > (MAX_WAIT_RATIO * none.multiwrite_wait).max(CLEAN_WAIT_S) {
         bail!(
             "multiwrite wait {:.0} ms is over {:.0}% of none's {:.0} ms ({})",
             mitigated.multiwrite_wait * 1e3,
@@ -1923,5 +1927,25 @@ mod tests {
         assert!(super::runs_here("ioshield-desktop", "6.1", &old));
         assert!(super::runs_here("ioshield-drain", "6.1", &both));
         assert!(super::runs_here("ioshield-drain", "6.12", &both));
+    }
+
+    #[test]
+    fn a_wait_is_compared_with_none_unless_it_is_clean() {
+        let pauses = |multiwrite: f64, wait: f64| super::Pauses {
+            control: 0.02,
+            write: multiwrite,
+            multiwrite,
+            multiwrite_wait: wait,
+            offender_mb_s: 30.0,
+        };
+        // stop 84's failed 6.12 run: none waited 25 ms, the guard 13.
+        let none = Ok(pauses(0.767, 0.025));
+        assert!(super::compare(&pauses(0.242, 0.013), &none).is_ok());
+        // Over half of none's, and not clean.
+        let stalled = Ok(pauses(3.7, 0.292));
+        assert!(super::compare(&pauses(0.6, 0.16), &stalled).is_err());
+        assert!(super::compare(&pauses(0.6, 0.12), &stalled).is_ok());
+        // The longest pause is judged as before.
+        assert!(super::compare(&pauses(0.6, 0.013), &none).is_err());
     }
 }
