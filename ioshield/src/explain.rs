@@ -110,9 +110,10 @@ fn explain(pid: u32, s: &Status) -> String {
                         user,
                         others,
                     } => format!(
-                        "limits set on {unit} itself through {}, after its other processes \
-                         {others:?} (neither its own nor ones it was started by) are moved \
-                         aside into a scope of their own in {slice}, bound to {unit}",
+                        "limits set on {unit} itself through {}, then its other processes \
+                         {others:?} (neither its own nor ones it was started by; the heads of \
+                         their trees) moved aside into a scope of their own in {slice}, bound \
+                         to {unit}",
                         manager_name(user)
                     ),
                     Placement::Split { unit, slice, user } => format!(

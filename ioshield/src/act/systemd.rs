@@ -764,19 +764,21 @@ pub enum Restored {
     UnitGone,
 }
 
+/// Whether `e` is the answer the bus or systemd gave by the error name `error`.
+fn answered(e: &zbus::Error, error: &str) -> bool {
+    matches!(e, zbus::Error::MethodError(name, _, _) if name.as_str() == error)
+}
+
 /// Whether `e` is systemd's own answer that it has no unit of that name (and cannot load one).
 fn no_such_unit(e: &zbus::Error) -> bool {
-    matches!(e, zbus::Error::MethodError(name, _, _)
-        if name.as_str() == "org.freedesktop.systemd1.NoSuchUnit")
+    answered(e, "org.freedesktop.systemd1.NoSuchUnit")
 }
 
 /// Whether `e` is systemd's refusal of a process that does not exist (any more): one of the
 /// PIDs a new scope was to take exited before the call.
 pub fn process_gone(e: &anyhow::Error) -> bool {
-    e.downcast_ref::<zbus::Error>().is_some_and(|e| {
-        matches!(e, zbus::Error::MethodError(name, _, _)
-            if name.as_str() == "org.freedesktop.DBus.Error.UnixProcessIdUnknown")
-    })
+    e.downcast_ref::<zbus::Error>()
+        .is_some_and(|e| answered(e, "org.freedesktop.DBus.Error.UnixProcessIdUnknown"))
 }
 
 /// The object path systemd gives `unit`: its name with every character other than a letter
