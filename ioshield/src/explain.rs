@@ -99,9 +99,14 @@ fn explain(pid: u32, s: &Status) -> String {
                 let members: HashSet<u32> = std::iter::once(pid).collect();
                 let ancestors: HashSet<u32> = procfs::ancestors(pid).collect();
                 let would = match placement::place(&cg, &unit_pids, &members, &ancestors) {
-                    Placement::InPlace { unit, user } => format!(
+                    Placement::InPlace { unit, user, others } if others.is_empty() => format!(
                         "limits set on {unit} itself through {}, nothing moved (every process \
                          of the unit is its own or one it was started by)",
+                        manager_name(user)
+                    ),
+                    Placement::InPlace { unit, user, others } => format!(
+                        "limits set on {unit} itself through {}, nothing moved; its other \
+                         processes {others:?} (the service's other workers) held with it",
                         manager_name(user)
                     ),
                     Placement::Spare {
@@ -114,11 +119,6 @@ fn explain(pid: u32, s: &Status) -> String {
                          {others:?} (neither its own nor ones it was started by; the heads of \
                          their trees) moved aside into a scope of their own in {slice}, bound \
                          to {unit}",
-                        manager_name(user)
-                    ),
-                    Placement::Split { unit, slice, user } => format!(
-                        "it (and its subtree) moved by {} into a scope of its own in {slice}, \
-                         bound to {unit}, which it shares with other processes",
                         manager_name(user)
                     ),
                     Placement::Foreign { why } => {

@@ -14,7 +14,7 @@ pub enum Method {
     Ioprio,
     /// A cgroup of its own with write limits: cgroup writeback charges the flusher's I/O to it.
     Cgroup(CgroupLimits),
-    /// The same through systemd: on the offender's own unit, or a scope split off it.
+    /// The same through systemd, on the offender's own unit.
     SystemdScope(ScopeLimits),
     /// Decide and log, change nothing.
     DryRun,

@@ -47,8 +47,8 @@ const SHARED: u64 = 0;
 pub struct Restricted {
     pub id: u64,
     pub how: String,
-    /// Where the limits live, as a person would look it up: the systemd unit (the offender's own,
-    /// or the scope split off it) or ioshield's cgroup; `None` for per-thread I/O priorities.
+    /// Where the limits live, as a person would look it up: the offender's own systemd unit
+    /// or ioshield's cgroup; `None` for per-thread I/O priorities.
     pub place: Option<String>,
     /// How long making it took, step by step.
     pub took: Stopwatch,

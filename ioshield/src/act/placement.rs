@@ -2,26 +2,29 @@
 //! else lives in its unit (systemd's rule: one writer per cgroup subtree, CGROUP_DELEGATION.md).
 use std::{collections::HashSet, path::Path};
 
-/// What restricting an offender on a systemd host does.
+/// What restricting an offender on a systemd host does. The offender never moves: the kernel
+/// keeps a file's writeback with the cgroup that first dirtied it, so a writer moved to a unit
+/// of its own has its files written through the unit it left, unlimited (a service's copy
+/// split off beside its own worker: the other services' longest pause 0.45-1.17 s against
+/// 0.03-0.23 s held in place, docs/bench/service-worker.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
-    /// Every process of the unit is the offender's: set the limits on the unit itself
-    /// (`SetUnitProperties`), nothing moves. `user`: the unit is a user manager's
+    /// Set the limits on the offender's unit itself (`SetUnitProperties`), nothing moved.
+    /// `others`: the unit's processes that are neither the offender's nor ones it was started
+    /// by, held with it: a service's other workers (the service is the unit its admin gave
+    /// resources to; moved aside they would still write through its writeback, and a service's
+    /// main process forks the next ones into it). `user`: the unit is a user manager's
     /// (`user@UID.service/...`), and only that manager may change it.
-    InPlace { unit: String, user: Option<u32> },
-    /// A service that also holds other processes (another worker): move the offender's
-    /// subtree into a new scope in the same slice, through the same manager, bound to the unit
-    /// so that stopping the unit stops it too.
-    Split {
+    InPlace {
         unit: String,
-        slice: String,
         user: Option<u32>,
+        others: Vec<u32>,
     },
     /// A scope (a login session, a terminal) that also holds processes neither the offender's
     /// nor what started it (a job its shell left running): those move aside into a new scope
     /// in the same slice, through the same manager, bound to the scope, and the limits go on
-    /// the scope itself, as in place; the offender stays with its files' writeback. Not for a
-    /// service: its other workers are the service's to manage.
+    /// the scope itself, as in place. Not for a service: its other workers are the service's
+    /// to manage.
     Spare {
         unit: String,
         slice: String,
@@ -36,16 +39,12 @@ pub enum Placement {
 
 /// `cgroup` is the offender root's cgroup (as /proc/PID/cgroup shows it), `unit_pids` every
 /// process in that unit's cgroup and below, `members` the offender's subtree and `ancestors` the
-/// root's ancestors. A unit is one job when it holds nothing but the offender and the processes
-/// it was started by: a service's main process and the shells between it and the writer (a
-/// backup script running restic), or a terminal tab's or login session's shell waiting for its
-/// copy. Those are held with it, in place, rather than the writer moved away from them: the
-/// kernel keeps a file's writeback with the cgroup that first dirtied it, so a copy moved out of
-/// its scope has its file written through the scope it left, unlimited, while its new scope's
-/// `memory.high` waits on that (docs/bench/shell-scope.md: pauses of 0.3-1.3 s and a copy
-/// crawling for 5 s). The cost is the shell's: what it starts while held is held with it.
-/// Anything else in a scope (a job the shell left running) moves aside for the same reason;
-/// anything else in a service (another worker) makes the service shared, and the writer moves.
+/// root's ancestors. The limits always go on the offender's own unit: the processes it was
+/// started by (a service's main process and the shells between it and the writer, a terminal
+/// tab's or login session's shell waiting for its copy) are held with it, and so is anything
+/// else in a service (another worker); anything else in a scope (a job the shell left running)
+/// moves aside. The cost is theirs: what a held shell starts is held with it, and a held
+/// service's other workers wait with its writer (docs/bench/service-worker.md).
 pub fn place(
     cgroup: &Path,
     unit_pids: &[u32],
@@ -97,23 +96,20 @@ pub fn place(
         };
     }
     let ours = |p: &u32| members.contains(p) || ancestors.contains(p);
-    if !unit_pids.is_empty() && unit_pids.iter().all(ours) {
-        return Placement::InPlace { unit, user };
+    let others: Vec<u32> = unit_pids.iter().copied().filter(|p| !ours(p)).collect();
+    if others.is_empty() || !unit.ends_with(".scope") {
+        return Placement::InPlace { unit, user, others };
     }
     let slice = parts[..unit_at]
         .last()
         .filter(|p| p.ends_with(".slice"))
         .map_or("-.slice".to_string(), |p| p.to_string());
-    if unit.ends_with(".scope") && !unit_pids.is_empty() {
-        let others = unit_pids.iter().copied().filter(|p| !ours(p)).collect();
-        return Placement::Spare {
-            unit,
-            slice,
-            user,
-            others,
-        };
+    Placement::Spare {
+        unit,
+        slice,
+        user,
+        others,
     }
-    Placement::Split { unit, slice, user }
 }
 
 /// Which of a scope's `others` to move aside: those whose parent is not among them (`parent`
@@ -160,7 +156,8 @@ mod tests {
             p,
             Placement::InPlace {
                 unit: "nightly-backup.service".into(),
-                user: None
+                user: None,
+                others: vec![]
             }
         );
         // The service's script (40) runs the writer (41): the script is part of the job.
@@ -171,14 +168,22 @@ mod tests {
             &members(&[40, 1]),
         );
         assert!(matches!(p, Placement::InPlace { .. }));
-        // Another worker of the same service is not: split.
+        // Another worker of the same service (42) is not, and is held with it: the writer
+        // never leaves its files' writeback, and the service's workers stay the service's.
         let p = place(
             Path::new("/system.slice/web.service"),
             &[40, 41, 42],
             &members(&[41]),
             &members(&[40, 1]),
         );
-        assert!(matches!(p, Placement::Split { .. }));
+        assert_eq!(
+            p,
+            Placement::InPlace {
+                unit: "web.service".into(),
+                user: None,
+                others: vec![42]
+            }
+        );
     }
 
     #[test]
@@ -194,7 +199,8 @@ mod tests {
             own,
             Placement::InPlace {
                 unit: "session-3.scope".into(),
-                user: None
+                user: None,
+                others: vec![]
             }
         );
         // A job the shell left running (12) is not the copy's: it moves aside.
@@ -213,13 +219,14 @@ mod tests {
                 others: vec![12]
             }
         );
+        // A unit whose processes could not be listed: nothing is known to move aside.
         let p = place(
             Path::new("/system.slice/x.scope"),
             &[],
             &members(&[1]),
             &HashSet::new(),
         );
-        assert!(matches!(p, Placement::Split { ref slice, .. } if slice == "system.slice"));
+        assert!(matches!(p, Placement::InPlace { ref others, .. } if others.is_empty()));
     }
 
     #[test]
@@ -235,7 +242,8 @@ mod tests {
             own,
             Placement::InPlace {
                 unit: "run-r1.service".into(),
-                user: Some(1000)
+                user: Some(1000),
+                others: vec![]
             }
         );
         // A terminal's scope holds the shell and whatever else runs in that terminal: held in
@@ -251,7 +259,8 @@ mod tests {
             tab,
             Placement::InPlace {
                 unit: "app-gnome-terminal-42.scope".into(),
-                user: Some(1000)
+                user: Some(1000),
+                others: vec![]
             }
         );
         let terminal = place(

@@ -1,8 +1,8 @@
 //! systemd's D-Bus API, for the cgroup action on a host it runs: it owns the cgroup tree, so
 //! limits are set as unit properties (`SetUnitProperties`, runtime only) and processes move
 //! only into transient scopes it creates (`StartTransientUnit` with `PIDs`). systemd refuses to
-//! move processes back into units without `Delegate=yes`, so a split-off scope keeps its
-//! processes, limits lifted, until they exit; it is bound to the unit it was split from.
+//! move processes back into units without `Delegate=yes`, so a scope's processes moved aside
+//! stay in their new scope until they exit; it is bound to the scope they were moved from.
 use std::path::Path;
 
 use anyhow::{Context as _, Result};
@@ -357,10 +357,9 @@ impl Systemd {
             .context("systemd manager proxy")
     }
 
-    /// Moves `pids` into a new scope `unit` in `slice`, limited as given. The scope stops when
-    /// `bound_to` stops (a session ending, a service stopped) and carries its confinement.
-    /// `laps` times its steps.
-    #[allow(clippy::too_many_arguments)]
+    /// Moves `pids` into a new scope `unit` in `slice`, unlimited (the others of a scope whose
+    /// writer is held there). The scope stops when `bound_to` stops (a session ending) and
+    /// carries its confinement. `laps` times its steps.
     pub async fn start_scope(
         &self,
         m: Manager,
@@ -368,15 +367,13 @@ impl Systemd {
         slice: &str,
         bound_to: &str,
         pids: &[u32],
-        limits: Option<&ScopeLimits>,
         laps: &mut Stopwatch,
     ) -> Result<()> {
-        let description = match limits {
-            Some(_) => "I/O-restricted by ioshield",
-            None => "moved aside by ioshield from a writer's scope it restricts",
-        };
         let mut props: Vec<(&str, Value<'_>)> = vec![
-            ("Description", Value::from(description)),
+            (
+                "Description",
+                Value::from("moved aside by ioshield from a writer's scope it restricts"),
+            ),
             ("Slice", Value::from(slice.to_string())),
             ("PIDs", Value::new(pids.to_vec())),
             // Gone from systemd's memory as soon as its last process exits.
@@ -384,13 +381,6 @@ impl Systemd {
             ("BindsTo", Value::new(vec![bound_to.to_string()])),
             ("After", Value::new(vec![bound_to.to_string()])),
         ];
-        if let Some(limits) = limits {
-            props.push(("IOAccounting", Value::from(true)));
-            props.push(write_property(limits));
-            if let Some(m) = limits.memory_high {
-                props.push(("MemoryHigh", Value::from(m)));
-            }
-        }
         props.extend(self.confinement(m, bound_to).await?);
         laps.lap("confinement read");
         let started = self.start_transient(m, unit, &props, laps).await;

@@ -1,9 +1,8 @@
 //! The cgroup action on a systemd host, through the manager that owns the offender's unit:
-//! limits set on the unit itself when it holds nothing but the offender and what started it;
-//! for a scope holding more, the same, and then the rest moved aside into a scope of its own;
-//! for a service holding more, the offender's subtree moved into a scope of its own. New
-//! scopes go in the same slice, bound to the unit. Subtrees of user managers and other delegated managers are
-//! not ours to touch.
+//! limits set on the unit itself, with the processes that started the offender and (in a
+//! service) its other workers held with it; in a scope holding more, the rest moved aside into
+//! a new scope in the same slice, bound to the unit. Subtrees of user managers and other
+//! delegated managers are not ours to touch.
 use std::{
     collections::HashSet,
     path::{Path, PathBuf},
@@ -50,9 +49,7 @@ impl Actuator {
             placement,
         } = find(root, members)?;
         let user = match &placement {
-            Placement::InPlace { user, .. }
-            | Placement::Split { user, .. }
-            | Placement::Spare { user, .. } => *user,
+            Placement::InPlace { user, .. } | Placement::Spare { user, .. } => *user,
             Placement::Foreign { .. } => None,
         };
         if let Some(uid) = user {
@@ -81,12 +78,17 @@ impl Actuator {
             );
         }
         match placement {
-            Placement::InPlace { unit, user } => {
+            Placement::InPlace { unit, user, others } => {
                 let limits = self
                     .hold_in_place(id, user, &unit, &cgroup, &mount, limits)
                     .await?;
+                let with = if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (its other processes {others:?} held with it)")
+                };
                 let what = format!(
-                    "{} on {unit} itself through {through}, nothing moved",
+                    "{} on {unit} itself through {through}, nothing moved{with}",
                     limits.describe()
                 );
                 Ok(Done::Unit(unit, user, cgroup, what, limits))
@@ -124,29 +126,6 @@ impl Actuator {
                     limits.describe()
                 );
                 Ok(Done::Unit(unit, user, cgroup, what, limits))
-            }
-            Placement::Split { unit, slice, user } => {
-                let pending = self.begin_unit_hold(id, &limits)?;
-                let scope = match self
-                    .start_scope(id, user, root, members, &limits, None, &slice, &unit)
-                    .await
-                {
-                    Ok(scope) => scope,
-                    Err(e) => {
-                        self.abandon_hold(id, pending).await;
-                        return Err(e);
-                    }
-                };
-                // In the same slice: next to the unit it was split from.
-                let at = cgroup.parent().unwrap_or(Path::new("/")).join(&scope);
-                let limits = self
-                    .hold_unit(user, &scope, Some(&at), limits, pending)
-                    .await?;
-                let what = format!(
-                    "{} on new scope {scope} in {slice} through {through}, bound to {unit}",
-                    limits.describe()
-                );
-                Ok(Done::Unit(scope, user, at, what, limits))
             }
             Placement::Foreign { why } => Ok(Done::Refused(why)),
         }
@@ -191,7 +170,7 @@ impl Actuator {
                 return Ok(None);
             }
             let tried = self
-                .start_scope(id, user, root, &others, limits, Some(attempt), slice, unit)
+                .start_scope(id, user, root, &others, limits, attempt, slice, unit)
                 .await;
             match tried {
                 Ok(scope) => return Ok(Some((scope, others))),
@@ -279,9 +258,8 @@ impl Actuator {
         Ok(())
     }
 
-    /// A new scope in `slice` bound to `original`, holding `members`: limited by `limits`, or
-    /// not (`aside`: the others of a scope moved aside, named `-aside-`, with the attempt after
-    /// the first).
+    /// A new scope in `slice` bound to `original`, unlimited, holding `members` (the others of
+    /// a scope moved aside; `attempt` after the first names the retry).
     #[allow(clippy::too_many_arguments)]
     async fn start_scope(
         &mut self,
@@ -290,14 +268,13 @@ impl Actuator {
         root: u32,
         members: &[u32],
         limits: &ScopeLimits,
-        aside: Option<u32>,
+        attempt: u32,
         slice: &str,
         original: &str,
     ) -> Result<String> {
-        let unit = match aside {
-            None => format!("ioshield-{}-r{id}-{root}.scope", self.instance),
-            Some(0) => format!("ioshield-{}-r{id}-aside-{root}.scope", self.instance),
-            Some(n) => format!("ioshield-{}-r{id}-aside-{root}-{n}.scope", self.instance),
+        let unit = match attempt {
+            0 => format!("ioshield-{}-r{id}-aside-{root}.scope", self.instance),
+            n => format!("ioshield-{}-r{id}-aside-{root}-{n}.scope", self.instance),
         };
         let recorded: Vec<Identity> = members
             .iter()
@@ -315,15 +292,7 @@ impl Actuator {
         self.stopwatch.lap("journal");
         let (systemd, laps) = self.systemd_timed()?;
         if let Err(e) = systemd
-            .start_scope(
-                user,
-                &unit,
-                slice,
-                original,
-                &pids,
-                aside.is_none().then_some(limits),
-                laps,
-            )
+            .start_scope(user, &unit, slice, original, &pids, laps)
             .await
         {
             // The job may still complete after we stopped waiting: undo it like any other

@@ -159,9 +159,7 @@ pub fn snapshot<'a>(
 pub fn describe_cgroup_action(how: &Result<CgroupAction, String>) -> String {
     match how {
         Ok(CgroupAction::Cgroupfs(fs)) => format!("available at {}", fs.root.display()),
-        Ok(CgroupAction::Systemd(_)) => {
-            "through systemd, on the offender's unit or a scope split off it".to_string()
-        }
+        Ok(CgroupAction::Systemd(_)) => "through systemd, on the offender's own unit".to_string(),
         Err(why) => format!("unavailable: {why}"),
     }
 }

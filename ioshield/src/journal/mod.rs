@@ -34,7 +34,9 @@ pub enum Change {
     CgroupCreated { restriction: u64, path: PathBuf },
     /// A controller ioshield enabled in a cgroup's `cgroup.subtree_control`.
     ControllerEnabled { path: PathBuf, controller: String },
-    /// Processes moved into a transient systemd scope with write limits on `device`.
+    /// Processes moved into a transient systemd scope: a held scope's others, unlimited (older
+    /// versions also split a writer off its unit, with write limits on `device`, which the undo
+    /// of their journals still lifts).
     SystemdScope {
         restriction: u64,
         unit: String,

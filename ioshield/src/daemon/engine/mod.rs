@@ -888,16 +888,16 @@ fn held_speed(estimate: Estimate, method: &Method, limit_counts: bool) -> Estima
 }
 
 /// Whether a write limit counts as the disk's speed ([`held_speed`]) for a restriction held for
-/// `held_for`, set on the writer's own unit (`in_place`: a systemd service that is all
-/// offender) or not. A writer held in place keeps the page cache it dirtied before, charged to
+/// `held_for`, set on the writer's own unit (`in_place`: a systemd unit it
+/// is held in) or not. A writer held in place keeps the page cache it dirtied before, charged to
 /// its own cgroup; the 8 MiB beside others at once makes it reclaim all of that at the limit's
 /// pace, and a journal commit beside it waited for it: on 6.12 the first copy of a service
 /// beside a committing load paused it 0.77 (0.52-0.90) s, against 0.42 (0.36-0.48) at 32 MiB.
 /// For the restriction's first [`ONSET`] the limit does not count (32 MiB beside others), then
 /// it does: 0.23 (0.21-0.29) s; 6.1 as before, 0.12 (0.10-0.16) s against 0.11 (0.10-0.22)
 /// (docs/bench/write-limit-memory.md, "Stop 83"). A writer moved into a cgroup
-/// of its own (a scope split off its unit, ioshield's cgroup) leaves that page cache behind,
-/// and has the 8 MiB from the start.
+/// of its own (ioshield's, on cgroupfs) leaves that page cache behind, and has the 8 MiB from
+/// the start.
 fn limit_counts(in_place: bool, held_for: Duration) -> bool {
     !in_place || held_for >= ONSET
 }
