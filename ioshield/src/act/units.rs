@@ -85,7 +85,7 @@ impl Actuator {
                 let with = if others.is_empty() {
                     String::new()
                 } else {
-                    format!(" (its other processes {others:?} held with it)")
+                    format!(", its other processes {others:?} held with it")
                 };
                 let what = format!(
                     "{} on {unit} itself through {through}, nothing moved{with}",
