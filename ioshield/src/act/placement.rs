@@ -5,8 +5,8 @@ use std::{collections::HashSet, path::Path};
 /// What restricting an offender on a systemd host does. The offender never moves: the kernel
 /// keeps a file's writeback with the cgroup that first dirtied it, so a writer moved to a unit
 /// of its own has its files written through the unit it left, unlimited (a service's copy
-/// split off beside its own worker: the other services' longest pause 0.45-1.17 s against
-/// 0.03-0.23 s held in place, docs/bench/service-worker.md).
+/// split off beside its own worker: the other services' longest pause 0.45-1.17 s, against
+/// medians of 0.04-0.23 s held in place, docs/bench/service-worker.md).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
     /// Set the limits on the offender's unit itself (`SetUnitProperties`), nothing moved.
