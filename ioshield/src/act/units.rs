@@ -206,9 +206,7 @@ impl Actuator {
             self.abandon_hold(id, pending).await;
             return Err(e);
         }
-        let limits = self
-            .hold_unit(user, unit, Some(cgroup), limits, pending)
-            .await?;
+        let limits = self.hold_unit(user, unit, cgroup, limits, pending).await?;
         super::writeback_kick::start_soon(
             unit.to_string(),
             mount.join(cgroup.strip_prefix("/").unwrap_or(cgroup)),
@@ -318,7 +316,7 @@ impl Actuator {
         &mut self,
         user: Manager,
         unit: &str,
-        cgroup: Option<&Path>,
+        cgroup: &Path,
         limits: ScopeLimits,
         pending: PendingHold,
     ) -> Result<ScopeLimits> {
@@ -328,7 +326,7 @@ impl Actuator {
         if by_weight && matches!(held.write, WriteControl::Limit(_)) {
             let (systemd, laps) = self.systemd_timed()?;
             systemd
-                .set_limits(user, unit, cgroup, &held, Writer::Held, laps)
+                .set_limits(user, unit, Some(cgroup), &held, Writer::Held, laps)
                 .await?;
         }
         Ok(held)
