@@ -991,9 +991,10 @@ check memory-follows-the-build "256 MiB allocated in ${HELD_ALLOC:-nothing, kill
     eval 'awk -v t="${HELD_ALLOC:-x}" "BEGIN { exit !(t ~ /^[0-9.]+\$/ && t < 10) }"'
 iocost_config on
 
-# --- the system bus restarts, then the daemon is killed: the limits still come off -----------
+# --- the system bus restarts, PID 1 re-executes, then the daemon is killed: the limits still come off
 # Last, because restarting dbus disturbs logind. A service whose main process writes is limited
-# in place; the daemon's bus connection dies with dbus and must be remade for the lift. Then it
+# in place; the daemon's bus connection dies with dbus and must be remade for the lift, which
+# comes after PID 1 has re-executed too (as a systemd upgrade makes it). Then it
 # is restricted again and the daemon is killed with SIGKILL: systemd restarts it
 # (Restart=on-failure) and the new instance undoes what its journal says the dead one changed.
 # With the shipped iocost = "auto" (reloaded, as SIGHUP does): on a systemd host, held by
@@ -1013,6 +1014,9 @@ check default-write-limit "$(journal_since "$T16" | grep -m1 "^restrict pid ${LA
     eval 'journal_since "$T16" | grep -m1 "^restrict pid ${LATE:-none} " | grep -q "IOWriteBandwidthMax=$DATA_DEV [0-9.]*MB/s .*on late-backup.service itself" && prop late-backup.service IOWriteBandwidthMax | grep -q "^$DATA_DEV [0-9]"'
 systemctl restart dbus
 check bus-restarted "dbus is $(systemctl is-active dbus)" wait_for 30 eval 'test "$(systemctl is-active dbus)" = active'
+systemctl daemon-reexec
+check pid1-reexecuted "systemd answers $(systemctl is-system-running 2>&1)" \
+    wait_for 30 eval 'systemctl show -p Version --value | grep -q .'
 rm -f "$CTL/backup-write"
 T17=$(date +%s)
 wait_for 120 journal_has "$T17" "^release pid ${LATE:-none} "
