@@ -1,7 +1,9 @@
 # A spike of docs/bench/commit-pause.md ("Stop 86"): what the other service's commits wait for beside
 # a service held by its write limit on a systemd host. function_graph (10 ms threshold) on the
 # committing load and the disk's jbd2 thread; composed as unit-set-ftrace.sh is (this file in its
-# place); 6.12 only (--kernel 6.12). Summary: python3 docs/bench/commit-pause-systemd.py DIR/6.12/results
+# place, after a line `ROUNDS=N` for more than 6 rounds); 6.12 only (--kernel 6.12). Summaries:
+# python3 docs/bench/commit-pause-systemd.py DIR/6.12/results (what each pause waited for) and
+# python3 docs/bench/commit-pause-queue.py DIR/6.12/results (the disk's queue around each restriction)
 T=/sys/kernel/tracing
 [ -d $T/events ] || mount -t tracefs tracefs $T
 echo 0 > $T/tracing_on
@@ -45,12 +47,17 @@ traced_copy() {
     ) &
     : > $T/trace
     echo 1 > $T/tracing_on
+    # The disk's queue (uptime, in-flight reads and writes, sectors written so far): meant
+    # every 50 ms, every ~0.3 s under the tracer (stop 87; each sample forks).
+    ( while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(cat /sys/block/$DISK/inflight) $(awk '{print $7}' /sys/block/$DISK/stat)"; sleep 0.05; done > "$RESULTS/queue-$label.txt" ) &
+    QPID=$!
     service_copy "$label"
+    kill $QPID
     echo 0 > $T/tracing_on
     cp $T/trace "$RESULTS/trace-$label.txt"
 }
 mkdir -p "$DATA/inner"
-for round in 1 2 3 4 5 6; do
+for round in $(seq "${ROUNDS:-6}"); do
     systemctl stop ioshield
     rm -f /var/lib/ioshield/disks.json
     T0=$(date +%s)
