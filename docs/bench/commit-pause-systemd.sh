@@ -1,9 +1,14 @@
-# A spike of docs/bench/commit-pause.md ("Stop 86"): what the other service's commits wait for beside
-# a service held by its write limit on a systemd host. function_graph (10 ms threshold) on the
-# committing load and the disk's jbd2 thread; composed as unit-set-ftrace.sh is (this file in its
-# place, after a line `ROUNDS=N` for more than 6 rounds); 6.12 only (--kernel 6.12). Summaries:
-# python3 docs/bench/commit-pause-systemd.py DIR/6.12/results (what each pause waited for) and
-# python3 docs/bench/commit-pause-queue.py DIR/6.12/results (the disk's queue around each restriction)
+# A spike of docs/bench/commit-pause.md ("Stop 86", "Stop 87"): what the other service's commits
+# wait for beside a service held by its write limit on a systemd host. function_graph (10 ms
+# threshold) on the committing load and the disk's jbd2 thread (TRACE=0: no tracer), and the
+# 30 MB/s disk's counters every ~50 ms (~0.12 s in practice; bash builtins and one sleep per
+# sample) in $RESULTS/disk-LABEL.txt: uptime, writes completed, sectors written, requests in
+# flight, flushes completed, ms spent in flushes. Composed as unit-set-ftrace.sh is (this file
+# in its place), after a line `ROUNDS=N` (default 6) and `TRACE=0` if wanted; 6.12 only
+# (--kernel 6.12). Summaries: python3 docs/bench/commit-pause-systemd.py DIR/6.12/results (what
+# each pause waited for, traced runs) and python3 docs/bench/commit-pause-disk.py
+# DIR/6.12/results (what the disk did around each restriction and over each pause).
+TRACE=${TRACE:-1}
 T=/sys/kernel/tracing
 [ -d $T/events ] || mount -t tracefs tracefs $T
 echo 0 > $T/tracing_on
@@ -31,9 +36,20 @@ echo function_graph > $T/current_tracer
 echo funcgraph-abstime > $T/trace_options 2>/dev/null
 echo funcgraph-proc > $T/trace_options 2>/dev/null
 echo 32768 > $T/buffer_size_kb
+# Untraced: no tracer hooked into the kernel at all.
+[ "$TRACE" = 1 ] || echo nop > $T/current_tracer
 DISK=$(basename "$DATA_DEV")
 JBD2=$(pgrep -x "jbd2/$DISK-8" | head -n1)
 echo "e2e: jbd2 thread of $DISK: ${JBD2:-none}"
+sample_disk() {
+    local up stat
+    while :; do
+        read -r up _ < /proc/uptime
+        read -r -a stat < "/sys/block/$DISK/stat"
+        echo "$up ${stat[4]} ${stat[6]} ${stat[8]} ${stat[15]:-0} ${stat[16]:-0}"
+        sleep 0.05
+    done
+}
 traced_copy() {
     local label=$1
     (
@@ -46,15 +62,13 @@ traced_copy() {
         echo "e2e: tracing commit load $p and jbd2 $JBD2 for $label"
     ) &
     : > $T/trace
-    echo 1 > $T/tracing_on
-    # The disk's queue (uptime, in-flight reads and writes, sectors written so far): meant
-    # every 50 ms, every ~0.3 s under the tracer (stop 87; each sample forks).
-    ( while :; do echo "$(cut -d' ' -f1 /proc/uptime) $(cat /sys/block/$DISK/inflight) $(awk '{print $7}' /sys/block/$DISK/stat)"; sleep 0.05; done > "$RESULTS/queue-$label.txt" ) &
-    QPID=$!
+    [ "$TRACE" = 1 ] && echo 1 > $T/tracing_on
+    sample_disk > "$RESULTS/disk-$label.txt" &
+    local sampler=$!
     service_copy "$label"
-    kill $QPID
+    kill $sampler
     echo 0 > $T/tracing_on
-    cp $T/trace "$RESULTS/trace-$label.txt"
+    [ "$TRACE" = 1 ] && cp $T/trace "$RESULTS/trace-$label.txt"
 }
 mkdir -p "$DATA/inner"
 for round in $(seq "${ROUNDS:-6}"); do
