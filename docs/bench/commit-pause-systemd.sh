@@ -1,7 +1,7 @@
 # A spike of docs/bench/commit-pause.md ("Stop 86", "Stop 87"): what the other service's commits
 # wait for beside a service held by its write limit on a systemd host. function_graph (10 ms
 # threshold) on the committing load and the disk's jbd2 thread (TRACE=0: no tracer), and the
-# 30 MB/s disk's counters every ~50 ms (~0.12 s in practice; bash builtins and one sleep per
+# 30 MB/s disk's counters every ~50 ms (0.1-0.3 s in practice; bash builtins and one sleep per
 # sample) in $RESULTS/disk-LABEL.txt: uptime, writes completed, sectors written, requests in
 # flight, flushes completed, ms spent in flushes. Composed as unit-set-ftrace.sh is (this file
 # in its place), after a line `ROUNDS=N` (default 6) and `TRACE=0` if wanted; 6.12 only

@@ -48,8 +48,8 @@ pub(super) fn restricted_early(run: &Path) -> Result<String> {
     }
     if after > MAX_DETECTION_S {
         // What the disk showed at the decision, to tell a late backlog (written in part, or
-        // dirtied slower) from a late tick: the CI of stop 86 failed at 4.62 s, once in 7 runs,
-        // with nothing to say which.
+        // dirtied slower) from a late tick: the CI of stop 86 failed at 4.62 s (1.95-3.53 s in
+        // the 8 runs of stop 87) with nothing to say which.
         let disk = text
             .lines()
             .take_while(|l| *l != first)
