@@ -12,21 +12,24 @@ where the samples have them, writes and flushes completed and the longest stretc
 write completed. Reads disk-LABEL.txt (uptime, writes done, sectors written, in flight,
 flushes done, flush ms) and the first traced run's queue-LABEL.txt (uptime, reads and writes
 in flight, sectors written; one sample every ~0.3 s, which forked); flush-LABEL.txt is the
-untraced run's name for disk-LABEL.txt. "-": fewer than two samples.
+untraced run's name for disk-LABEL.txt. "-": fewer than two samples. Last, per kind of copy
+(fresh, again): the longest pauses' median and most, how many over 0.25 s, and the systemd
+call's time, its "unit read" and "unit set" laps.
 """
 import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 res = sys.argv[1]
 least = float(sys.argv[2]) if len(sys.argv) > 2 else 0.2
 restrictions = []
 for line in open(res + "/journal.txt", errors="replace"):
-    m = re.match(r"\[\s*([\d.]+)\] \S+ ioshield\[\d+\]: restrict pid .* in (\d+) ms:", line)
+    m = re.match(r"\[\s*([\d.]+)\] \S+ ioshield\[\d+\]: restrict pid .* in (\d+) ms:.*unit read (\d+) ms.*unit set (\d+) ms", line)
     if m:
-        restrictions.append((float(m.group(1)), m.group(2)))
+        restrictions.append((float(m.group(1)), m.group(2), int(m.group(4)), int(m.group(3))))
 
 
 def samples_of(label):
@@ -57,6 +60,7 @@ def disk_over(samples, a, b):
     return said
 
 
+kinds = {}
 for path in sorted(glob.glob(res + "/worker-*.json")):
     label = path.split("worker-")[1][:-5]
     load = json.load(open(path))
@@ -66,9 +70,11 @@ for path in sorted(glob.glob(res + "/worker-*.json")):
     if not after:
         print(label, "not restricted")
         continue
-    at, took = after[0]
-    print("%s: longest %.3f s; restricted %.1f s in (%s ms); -1..0 s: %s; 0..1 s: %s; 1..2 s: %s; 5..8 s: %s" % (
-        label, load["metrics"]["longest_pause_s"], at - start, took, disk_over(samples, at - 1, at),
+    at, took, unit_set, unit_read = after[0]
+    kinds.setdefault(label.rsplit("-", 1)[0], []).append(
+        (load["metrics"]["longest_pause_s"], unit_set, unit_read, int(took)))
+    print("%s: longest %.3f s; restricted %.1f s in (%s ms, unit set %d); -1..0 s: %s; 0..1 s: %s; 1..2 s: %s; 5..8 s: %s" % (
+        label, load["metrics"]["longest_pause_s"], at - start, took, unit_set, disk_over(samples, at - 1, at),
         disk_over(samples, at, at + 1), disk_over(samples, at + 1, at + 2), disk_over(samples, at + 5, at + 8)))
     prev = ends[0]
     for end in ends[1:]:
@@ -77,3 +83,12 @@ for path in sorted(glob.glob(res + "/worker-*.json")):
             print("    pause %.3f s at %.1f s (%+.2f s from the restriction): %s" % (
                 pause, prev - start, prev - at, disk_over(samples, prev, end)))
         prev = end
+
+for kind, runs in kinds.items():
+    longest = [r[0] for r in runs]
+    sets, reads, calls = ([r[i] for r in runs] for i in (1, 2, 3))
+    print("%s: the other service's longest %.3f s median (%.3f max), %d of %d over 0.25 s; the call "
+          "%d-%d ms, unit read %d ms median (%d-%d), unit set %d ms median (%d max)" % (
+              kind, statistics.median(longest), max(longest), sum(x > 0.25 for x in longest), len(runs),
+              min(calls), max(calls), statistics.median(reads), min(reads), max(reads),
+              statistics.median(sets), max(sets)))
