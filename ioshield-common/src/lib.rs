@@ -129,6 +129,7 @@ pub mod names {
         pub const PROCESS_EXIT: &str = "process_exit";
         pub const JOURNAL_COMMIT_START: &str = "journal_commit_start";
         pub const JOURNAL_COMMIT_END: &str = "journal_commit_end";
+        pub const JOURNAL_LOGGED: &str = "journal_logged";
     }
 
     pub mod map {
@@ -141,6 +142,7 @@ pub mod names {
         pub const BURSTS: &str = "BURSTS";
         pub const COMMITS_RUNNING: &str = "COMMITS_RUNNING";
         pub const LONG_COMMITS: &str = "LONG_COMMITS";
+        pub const LOGGED_BLOCKS: &str = "LOGGED_BLOCKS";
     }
 
     /// Globals userspace sets before loading: struct and record offsets (`u32`), and three
@@ -163,6 +165,8 @@ pub mod names {
         pub const BDP_PAUSE_OFF: &str = "BDP_PAUSE_OFF";
         pub const COMMIT_START_DEV_OFF: &str = "COMMIT_START_DEV_OFF";
         pub const COMMIT_END_DEV_OFF: &str = "COMMIT_END_DEV_OFF";
+        pub const RUN_STATS_DEV_OFF: &str = "RUN_STATS_DEV_OFF";
+        pub const RUN_STATS_LOGGED_OFF: &str = "RUN_STATS_LOGGED_OFF";
         pub const LONG_COMMIT_NS: &str = "LONG_COMMIT_NS";
         pub const PG_HEAD_MASK: &str = "PG_HEAD_MASK";
         pub const PAGE_SIZE: &str = "PAGE_SIZE";

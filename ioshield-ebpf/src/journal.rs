@@ -4,6 +4,9 @@
 //! commits its own few bytes feels; under a restriction mostly a writeback pass of the held
 //! writer holding a journal handle while its bios wait their turn (docs/bench/history.md,
 //! stop 59).
+//!
+//! It also sums the blocks each journal logged: writes the disk makes that nobody dirtied, which
+//! the backlog trigger must not take for dirty data written (`detect::backlog`).
 use aya_ebpf::{
     Global,
     helpers::bpf_ktime_get_ns,
@@ -18,6 +21,11 @@ use ioshield_common::JOURNAL_ENTRIES;
 pub static COMMIT_START_DEV_OFF: Global<u32> = Global::new(0);
 #[unsafe(no_mangle)]
 pub static COMMIT_END_DEV_OFF: Global<u32> = Global::new(0);
+/// Record offsets of `dev` and `blocks_logged` in `jbd2_run_stats`, from its format file.
+#[unsafe(no_mangle)]
+pub static RUN_STATS_DEV_OFF: Global<u32> = Global::new(0);
+#[unsafe(no_mangle)]
+pub static RUN_STATS_LOGGED_OFF: Global<u32> = Global::new(0);
 /// The shortest commit counted; 0 counts none.
 #[unsafe(no_mangle)]
 pub static LONG_COMMIT_NS: Global<u64> = Global::new(0);
@@ -28,6 +36,14 @@ ioshield_common::check_name!(
 ioshield_common::check_name!(
     ioshield_common::names::global::COMMIT_END_DEV_OFF,
     COMMIT_END_DEV_OFF
+);
+ioshield_common::check_name!(
+    ioshield_common::names::global::RUN_STATS_DEV_OFF,
+    RUN_STATS_DEV_OFF
+);
+ioshield_common::check_name!(
+    ioshield_common::names::global::RUN_STATS_LOGGED_OFF,
+    RUN_STATS_LOGGED_OFF
 );
 ioshield_common::check_name!(
     ioshield_common::names::global::LONG_COMMIT_NS,
@@ -47,6 +63,12 @@ ioshield_common::check_name!(
     COMMITS_RUNNING
 );
 ioshield_common::check_name!(ioshield_common::names::map::LONG_COMMITS, LONG_COMMITS);
+
+/// How many blocks each journal logged (its metadata copies, descriptor, revoke and commit
+/// blocks), cumulative: userspace takes differences.
+#[map]
+pub static LOGGED_BLOCKS: HashMap<u32, u64> = HashMap::with_max_entries(JOURNAL_ENTRIES, 0);
+ioshield_common::check_name!(ioshield_common::names::map::LOGGED_BLOCKS, LOGGED_BLOCKS);
 
 #[tracepoint(category = "jbd2", name = "jbd2_start_commit")]
 pub fn journal_commit_start(ctx: TracePointContext) -> i32 {
@@ -95,4 +117,30 @@ pub fn journal_commit_end(ctx: TracePointContext) -> i32 {
 ioshield_common::check_name!(
     ioshield_common::names::program::JOURNAL_COMMIT_END,
     journal_commit_end
+);
+
+/// Fires once per commit, after its blocks are written: a few times a second per busy journal.
+#[tracepoint(category = "jbd2", name = "jbd2_run_stats")]
+pub fn journal_logged(ctx: TracePointContext) -> i32 {
+    // SAFETY: the offsets come from the tracepoint's format file; the reads are checked.
+    let Ok(dev) = (unsafe { ctx.read_at::<u32>(RUN_STATS_DEV_OFF.load() as usize) }) else {
+        return 0;
+    };
+    // SAFETY: as above.
+    let Ok(blocks) = (unsafe { ctx.read_at::<u32>(RUN_STATS_LOGGED_OFF.load() as usize) }) else {
+        return 0;
+    };
+    // One journal thread commits a device's transactions in turn: no other CPU adds at once.
+    match LOGGED_BLOCKS.get_ptr_mut(dev) {
+        // SAFETY: valid map value for the duration of the program.
+        Some(count) => unsafe { *count += u64::from(blocks) },
+        None => {
+            let _ = LOGGED_BLOCKS.insert(dev, u64::from(blocks), 0);
+        }
+    }
+    0
+}
+ioshield_common::check_name!(
+    ioshield_common::names::program::JOURNAL_LOGGED,
+    journal_logged
 );

@@ -1028,25 +1028,105 @@ fn a_long_journal_commit_is_counted_and_a_short_one_is_not() {
     assert!(daemon.stop(Signal::SIGTERM), "{:?}", daemon.log);
 }
 
-/// A kernel without jbd2's tracepoints (no ext4 loaded) costs the count, not the daemon.
+/// Bytes the disk `device` wrote, from its counters.
+fn disk_written(device: &str) -> u64 {
+    let stat = std::fs::read_to_string(format!("/sys/block/{device}/stat")).unwrap();
+    let sectors: u64 = stat.split_whitespace().nth(6).unwrap().parse().unwrap();
+    sectors * 512
+}
+
+/// The bytes `device`'s journal logged in the metrics textfile, if counted yet.
+fn journal_logged_counted(textfile: &std::path::Path, device: &str) -> Option<f64> {
+    let series = format!("ioshield_journal_logged_bytes_total{{device=\"{device}\"}} ");
+    let text = std::fs::read_to_string(textfile).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(&series)?.parse().ok())
+}
+
+/// What an ext4 journal logs is counted for its disk: written, never dirtied, it is what the
+/// backlog must not take for dirty data written. Each `fsync` of a new file commits (a
+/// descriptor, the metadata blocks and a commit block, 4 KiB each), and all of it is part of
+/// what the disk wrote.
+#[test]
+fn what_a_journal_logs_is_counted_for_its_disk() {
+    let dir = scratch();
+    let fs = LoopExt4::new(dir.path());
+    let device = fs.device.trim_start_matches("/dev/").to_string();
+    let textfile = dir.path().join("ioshield.prom");
+    let config = format!(
+        "{CONFIG}\n[metrics]\ntextfile = \"{}\"\n",
+        textfile.display()
+    );
+    let mut daemon = Daemon::start(dir.path(), &config);
+    let features = daemon
+        .wait_log("probes attached", Duration::from_secs(5))
+        .expect("no 'probes attached' line");
+    assert!(features.contains("journal_logged: true"), "{features}");
+    // Whatever mkfs and the mount left to write, written before counting.
+    run(Command::new("sync").arg("-f").arg(&fs.mount));
+    std::thread::sleep(Duration::from_secs(2));
+    let before = (
+        journal_logged_counted(&textfile, &device).unwrap_or(0.0),
+        disk_written(&device),
+    );
+    const FSYNCS: u64 = 30;
+    for i in 0..FSYNCS {
+        small_fsync(&fs.mount.join(format!("f{i}")));
+    }
+    let least = (FSYNCS * 3 * 4096) as f64;
+    let waited = wait_for(Duration::from_secs(3), || {
+        journal_logged_counted(&textfile, &device).is_some_and(|n| n - before.0 >= least)
+    });
+    let logged = journal_logged_counted(&textfile, &device).unwrap_or(0.0) - before.0;
+    let written = disk_written(&device) - before.1;
+    println!(
+        "{FSYNCS} fsyncs of new 4 KiB files: the journal logged {logged} bytes, the disk wrote \
+         {written} (after {waited:?})"
+    );
+    assert!(
+        waited.is_some(),
+        "{FSYNCS} commits logged {logged} bytes, under {least}"
+    );
+    // Tick boundaries: the disk's counters may hold a commit the map did not yet, not the
+    // other way round by more than the last commit's blocks.
+    assert!(
+        logged <= (written + 64 * 1024) as f64,
+        "the journal logged {logged} bytes, more than the {written} the disk wrote"
+    );
+    assert!(daemon.stop(Signal::SIGTERM), "{:?}", daemon.log);
+}
+
+/// A kernel without jbd2's tracepoints (no ext4 loaded) costs the counts, not the daemon.
 #[test]
 fn without_journal_tracepoints_the_daemon_runs_and_says_what_it_does_not_count() {
     let dir = scratch();
-    let hide = [("IOSHIELD_TEST_HIDE", "tracepoint:jbd2_start_commit")];
+    let hide = [(
+        "IOSHIELD_TEST_HIDE",
+        "tracepoint:jbd2_start_commit,tracepoint:jbd2_run_stats",
+    )];
     let mut daemon = Daemon::start_with(dir.path(), CONFIG, &hide, None);
     let features = daemon
         .wait_log("probes attached", Duration::from_secs(5))
         .expect("no 'probes attached' line");
     assert!(features.contains("journal: false"), "{features}");
-    let said = daemon.wait_log(
-        "long journal commits are not counted",
-        Duration::from_secs(1),
-    );
-    assert!(
-        said.is_some_and(|l| l.contains("no usable jbd2 tracepoints")),
-        "{:?}",
-        daemon.log
-    );
+    assert!(features.contains("journal_logged: false"), "{features}");
+    for (what, why) in [
+        (
+            "long journal commits are not counted",
+            "no usable jbd2 tracepoints",
+        ),
+        (
+            "the journal's writes are not told from dirty data written",
+            "no usable jbd2_run_stats tracepoint",
+        ),
+    ] {
+        let said = daemon.wait_log(what, Duration::from_secs(1));
+        assert!(
+            said.is_some_and(|l| l.contains(why)),
+            "{what}: {:?}",
+            daemon.log
+        );
+    }
     assert!(daemon.alive());
     assert!(daemon.stop(Signal::SIGTERM), "{:?}", daemon.log);
 }

@@ -94,6 +94,7 @@ pub struct Metrics {
     pub lost: Family<LostLabel, Counter>,
     pub bursts: Family<DeviceLabel, Counter>,
     pub long_commits: Family<DeviceLabel, Counter>,
+    pub journal_logged: Family<DeviceLabel, Counter>,
     pub program_runs: Family<ProgramLabel, Counter>,
     pub program_seconds: Family<ProgramLabel, FloatCounter>,
     /// Last totals read from the kernel, to turn them into counter increments.
@@ -118,6 +119,7 @@ impl Metrics {
             lost: Family::default(),
             bursts: Family::default(),
             long_commits: Family::default(),
+            journal_logged: Family::default(),
             program_runs: Family::default(),
             program_seconds: Family::default(),
             program_totals: std::collections::HashMap::new(),
@@ -200,6 +202,12 @@ impl Metrics {
             m.long_commits.clone(),
         );
         registry.register(
+            "journal_logged_bytes",
+            "Bytes the filesystems' journals (ext4) logged, per disk: written, never dirtied, \
+             so not taken for a backlog written",
+            m.journal_logged.clone(),
+        );
+        registry.register(
             "bpf_program_runs",
             "Runs of each BPF program (counted while kernel.bpf_stats_enabled=1)",
             m.program_runs.clone(),
@@ -264,6 +272,15 @@ impl Metrics {
         }
         for (disk, n) in sample.long_commits.iter().filter(|(d, _)| d.name.is_some()) {
             self.long_commits
+                .get_or_create(&DeviceLabel::of(disk))
+                .inc_by(*n);
+        }
+        for (disk, n) in sample
+            .journal_logged
+            .iter()
+            .filter(|(d, _)| d.name.is_some())
+        {
+            self.journal_logged
                 .get_or_create(&DeviceLabel::of(disk))
                 .inc_by(*n);
         }

@@ -67,6 +67,9 @@ pub struct Sample {
     /// Journal commits of [`crate::probe::journal::LONG_COMMIT`] or more since the previous
     /// sample, per disk (the filesystem's device resolved to its disk).
     pub long_commits: Vec<(Disk, u64)>,
+    /// Bytes the filesystems' journals (ext4) logged since the previous sample, per disk: part
+    /// of what the disk wrote (`disks`), never dirtied.
+    pub journal_logged: Vec<(Disk, u64)>,
     pub lost: Lost,
 }
 

@@ -138,10 +138,11 @@ pub fn load_and_attach() -> Result<Loaded> {
         tracing::warn!("throttling by balance_dirty_pages is not measured on this kernel");
     }
     let commits = journal_offsets(&tracefs);
+    let run_stats = run_stats_offsets(&tracefs);
 
     let o = offsets.as_ref();
     let page_size = vmstat::page_size();
-    let globals: [(&str, u32); 17] = [
+    let globals: [(&str, u32); 19] = [
         (global::FOLIO_FLAGS_OFF, o.map_or(0, |o| o.folio_flags)),
         (
             global::FOLIO_NR_PAGES_OFF,
@@ -162,6 +163,8 @@ pub fn load_and_attach() -> Result<Loaded> {
         (global::BDP_PAUSE_OFF, bdp.map_or(0, |b| b.1)),
         (global::COMMIT_START_DEV_OFF, commits.map_or(0, |c| c.0)),
         (global::COMMIT_END_DEV_OFF, commits.map_or(0, |c| c.1)),
+        (global::RUN_STATS_DEV_OFF, run_stats.map_or(0, |r| r.0)),
+        (global::RUN_STATS_LOGGED_OFF, run_stats.map_or(0, |r| r.1)),
     ];
     let pg_head_mask = o.map_or(0, |o| o.pg_head_mask);
     let mut loader = EbpfLoader::new();
@@ -245,6 +248,19 @@ pub fn load_and_attach() -> Result<Loaded> {
                 false
             }
         };
+    // Without it the journal's writes count as dirty data written: a backlog beside
+    // committing loads reads low (said once, here).
+    let journal_logged = run_stats.is_some()
+        && match attach_classic(&mut ebpf, program::JOURNAL_LOGGED, "jbd2", "jbd2_run_stats") {
+            Ok(()) => {
+                attached.push(program::JOURNAL_LOGGED);
+                true
+            }
+            Err(e) => {
+                tracing::warn!("the journal's writes are not told from dirty data written: {e:#}");
+                false
+            }
+        };
     let lifecycle = offsets.is_some();
     if lifecycle {
         attach_raw(&mut ebpf, program::PROCESS_FORK, "sched_process_fork")?;
@@ -270,6 +286,7 @@ pub fn load_and_attach() -> Result<Loaded> {
         lifecycle,
         files,
         journal,
+        journal_logged,
     };
     tracing::debug!(?features, "probes attached");
     Ok(Loaded {
@@ -292,6 +309,27 @@ fn journal_offsets(tracefs: &Tracefs) -> Option<(u32, u32)> {
     if found.is_none() {
         tracing::info!(
             "long journal commits are not counted: no usable jbd2 tracepoints (no ext4 mounted)"
+        );
+    }
+    found
+}
+
+/// The offsets of `dev` and `blocks_logged` in `jbd2_run_stats`, when this kernel has it.
+fn run_stats_offsets(tracefs: &Tracefs) -> Option<(u32, u32)> {
+    let name = "jbd2_run_stats";
+    let format = tracefs
+        .has("jbd2", name)
+        .then(|| tracefs.format("jbd2", name).ok())
+        .flatten();
+    let found = format.and_then(|f| {
+        f.offset_of("dev", 4)
+            .ok()
+            .zip(f.offset_of("blocks_logged", 4).ok())
+    });
+    if found.is_none() {
+        tracing::info!(
+            "the journal's writes are not told from dirty data written: no usable \
+             jbd2_run_stats tracepoint (no ext4 mounted)"
         );
     }
     found

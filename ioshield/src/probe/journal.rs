@@ -1,5 +1,5 @@
-//! The kernel's counts of long journal commits (ext4's jbd2): an `fsync` on that filesystem
-//! waited at least [`LONG_COMMIT`] for each.
+//! The kernel's counts per journal (ext4's jbd2): the long commits (an `fsync` on that
+//! filesystem waited at least [`LONG_COMMIT`] for each), and the blocks logged.
 use std::{collections::HashMap, time::Duration};
 
 use anyhow::{Context as _, Result};
@@ -7,7 +7,6 @@ use aya::{
     Ebpf,
     maps::{HashMap as BpfHashMap, MapData},
 };
-use ioshield_common::names::map;
 
 /// The shortest commit counted: a pause a person at an interactive program notices, and far
 /// above what commits take without one (4-5 ms on an idle filesystem in the host test, 6-16 ms
@@ -16,24 +15,23 @@ use ioshield_common::names::map;
 /// on its 30 MB/s disk (stop 59, docs/bench/history.md).
 pub const LONG_COMMIT: Duration = Duration::from_millis(120);
 
-/// Reads the cumulative counts each tick and hands on what is new.
-pub(super) struct LongCommits {
+/// Reads one of the cumulative counts (`LONG_COMMITS`, `LOGGED_BLOCKS`) each tick
+/// and hands on what is new.
+pub(super) struct JournalCounts {
     map: BpfHashMap<MapData, u32, u64>,
     seen: HashMap<u32, u64>,
 }
 
-impl LongCommits {
-    pub(super) fn new(ebpf: &mut Ebpf) -> Result<Self> {
-        let map = ebpf
-            .take_map(map::LONG_COMMITS)
-            .with_context(|| format!("map {}", map::LONG_COMMITS))?;
+impl JournalCounts {
+    pub(super) fn new(ebpf: &mut Ebpf, name: &str) -> Result<Self> {
+        let map = ebpf.take_map(name).with_context(|| format!("map {name}"))?;
         Ok(Self {
             map: BpfHashMap::try_from(map)?,
             seen: HashMap::new(),
         })
     }
 
-    /// The long commits since the previous call, per filesystem device as the kernel counts it.
+    /// What was counted since the previous call, per filesystem device as the kernel counts it.
     pub(super) fn read(&mut self) -> Vec<(u32, u64)> {
         let mut new = Vec::new();
         for (dev, count) in self.map.iter().flatten() {

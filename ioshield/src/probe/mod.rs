@@ -46,6 +46,8 @@ pub struct Features {
     pub files: bool,
     /// Long journal commits (ext4) are counted.
     pub journal: bool,
+    /// The blocks each journal (ext4) logged are counted: its writes are not dirty data written.
+    pub journal_logged: bool,
 }
 
 /// Cost of one attached BPF program, valid while `kernel.bpf_stats_enabled` is 1.
@@ -62,7 +64,10 @@ pub struct Probe {
     lifecycle: Option<lifecycle::LifecycleReader>,
     kernel_log: Option<kernel_log::KernelLog>,
     bursts: Option<burst::BurstReader>,
-    long_commits: Option<journal::LongCommits>,
+    long_commits: Option<journal::JournalCounts>,
+    logged_blocks: Option<journal::JournalCounts>,
+    /// Each journal's block size, by the kernel's device number of its filesystem.
+    block_sizes: std::collections::HashMap<u32, u64>,
     burst_limits: burst::BurstLimits,
     devices: Devices,
     last: Instant,
@@ -83,7 +88,18 @@ impl Probe {
         let kernel_log = kernel_log::KernelLog::attach(&mut loaded.ebpf);
         let bursts = Some(burst::BurstReader::new(&mut loaded.ebpf)?);
         let long_commits = if loaded.features.journal {
-            Some(journal::LongCommits::new(&mut loaded.ebpf)?)
+            Some(journal::JournalCounts::new(
+                &mut loaded.ebpf,
+                ioshield_common::names::map::LONG_COMMITS,
+            )?)
+        } else {
+            None
+        };
+        let logged_blocks = if loaded.features.journal_logged {
+            Some(journal::JournalCounts::new(
+                &mut loaded.ebpf,
+                ioshield_common::names::map::LOGGED_BLOCKS,
+            )?)
         } else {
             None
         };
@@ -95,6 +111,8 @@ impl Probe {
             kernel_log,
             bursts,
             long_commits,
+            logged_blocks,
+            block_sizes: std::collections::HashMap::new(),
             burst_limits,
             devices: Devices::default(),
             last: Instant::now(),
@@ -139,6 +157,25 @@ impl Probe {
         self.loaded.costs()
     }
 
+    /// What each disk's journals logged since the previous call, bytes.
+    fn journal_logged(&mut self) -> Vec<(crate::system::devices::Disk, u64)> {
+        let Some(logged) = &mut self.logged_blocks else {
+            return Vec::new();
+        };
+        let mut bytes = Vec::new();
+        for (raw, blocks) in logged.read() {
+            let fs = DevId::from_kernel(raw);
+            let block = *self.block_sizes.entry(raw).or_insert_with(|| {
+                crate::system::devices::fs_block_size(fs).unwrap_or_else(|| {
+                    tracing::debug!("no mount of {fs} found for its block size: 4 KiB taken");
+                    4096
+                })
+            });
+            bytes.push((self.devices.resolve(fs), blocks * block));
+        }
+        bytes
+    }
+
     /// Everything since the previous call (or since start).
     pub fn sample(&mut self) -> Result<Sample> {
         let now = Instant::now();
@@ -166,6 +203,7 @@ impl Probe {
             })
             .collect();
         self.disks = now_disks;
+        let journal_logged = self.journal_logged();
         let long_commits = match &mut self.long_commits {
             Some(l) => l
                 .read()
@@ -186,6 +224,7 @@ impl Probe {
             disks,
             disks_elapsed,
             long_commits,
+            journal_logged,
             lost,
         })
     }

@@ -314,6 +314,46 @@ fn whole_disk(dev: DevId) -> Option<Disk> {
     })
 }
 
+/// The block size of the filesystem on `dev`, from one of its mounts: the unit a journal logs
+/// in (jbd2 logs in the filesystem's blocks).
+pub fn fs_block_size(dev: DevId) -> Option<u64> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = dev.to_string();
+    mountinfo.lines().find_map(|line| {
+        let mut fields = line.split(' ');
+        if fields.nth(2)? != wanted {
+            return None;
+        }
+        let mount = unescape_mount_path(fields.nth(1)?);
+        let st = nix::sys::statvfs::statvfs(Path::new(&mount)).ok()?;
+        Some(st.block_size() as u64).filter(|&b| b > 0)
+    })
+}
+
+/// A mount point as mountinfo spells it: space, tab, newline and backslash as octal escapes.
+fn unescape_mount_path(field: &str) -> String {
+    let mut out = Vec::with_capacity(field.len());
+    let bytes = field.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = bytes.get(i + 1..i + 4).and_then(|d| {
+            let d = std::str::from_utf8(d).ok()?;
+            u8::from_str_radix(d, 8).ok()
+        });
+        match escaped {
+            Some(b) if bytes[i] == b'\\' => {
+                out.push(b);
+                i += 4;
+            }
+            _ => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// For an anonymous device (btrfs subvolume, overlay), the block device its mount came from.
 fn mount_source(dev: DevId) -> Option<DevId> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
@@ -336,6 +376,21 @@ fn mount_source(dev: DevId) -> Option<DevId> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn mount_points_are_read_as_mountinfo_escapes_them() {
+        assert_eq!(unescape_mount_path("/mnt/my\\040disk"), "/mnt/my disk");
+        assert_eq!(unescape_mount_path("/a\\134b"), "/a\\b");
+        assert_eq!(unescape_mount_path("/plain"), "/plain");
+        assert_eq!(unescape_mount_path("/end\\04"), "/end\\04");
+    }
+
+    #[test]
+    fn the_root_filesystem_has_a_block_size() {
+        let root = nix::sys::stat::stat("/").unwrap();
+        let size = fs_block_size(DevId::from_user(root.st_dev));
+        assert!(size.is_some_and(|b| b >= 512), "{size:?}");
+    }
 
     #[test]
     fn kernel_encoding_splits_major_minor() {
