@@ -70,6 +70,12 @@ pub struct DiskRuntime {
     pub others: OthersStall,
     /// The disk's counters at the last reading heard with the others, and when.
     pub heard_disk: Option<(Instant, DiskCounters)>,
+    /// The disk's part of the backlog at the last step that measured its growth, and when
+    /// (`detect::backlog::seconds_until_over`).
+    pub backlog_seen: Option<(Instant, f64)>,
+    /// When that growth puts its backlog over `max_flush_seconds` before the next tick: a
+    /// step is taken then.
+    pub backlog_due: Option<Instant>,
     /// How many room steps the others' waits took back on this disk since the daemon started:
     /// "no room" from one is kept only from the [`super::speed_probe::TAKE_BACKS_KEPT`]th.
     pub take_backs: u32,

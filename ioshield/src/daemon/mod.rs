@@ -114,6 +114,7 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let mut said = String::new();
     let iocost_made = actuator.iocost_made();
     let result = loop {
+        let backlog_due = engine.backlog_due();
         tokio::select! {
             _ = iocost_made.notified() => {
                 if engine.finish_retunes(&mut actuator).await {
@@ -147,6 +148,13 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
                 if watchdog {
                     let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
                 }
+            }
+            // A backlog due over the limit before the next tick is judged when it is.
+            _ = sleep_until_due(backlog_due) => {
+                if let Err(e) = engine.step(&mut probe, &mut tree, &mut actuator).await {
+                    break Err(e);
+                }
+                publish(&engine);
             }
             // Only while a step forced the rate up for room: taken back, the rate is held
             // again at once, not at the next tick; heard kept up with, the writer's memory.high
@@ -184,6 +192,14 @@ pub async fn run(config_path: Option<PathBuf>) -> Result<()> {
     let report = actuator.release_all().await;
     log_undo("stopping: restored everything", &report);
     result
+}
+
+/// Ready at `due`; never without one.
+async fn sleep_until_due(due: Option<std::time::Instant>) {
+    match due {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The next batch of kernel burst reports; never ready when there is no reader.

@@ -81,6 +81,11 @@ impl DiskBacklog {
         }
     }
 
+    /// The disk's part, bytes.
+    pub fn bytes(&self) -> f64 {
+        self.bytes
+    }
+
     /// What the disk showed, for the log of a restriction the backlog triggered.
     pub fn describe(&self) -> String {
         format!(
@@ -143,6 +148,39 @@ impl DiskBacklog {
                 .then(|| self.bytes / estimate.bytes_per_sec.max(self.writing))
         }
     }
+}
+
+/// The shortest span a backlog's projected crossing is looked at again after: a crossing
+/// due sooner is looked at then. At most ten steps a second more while a backlog nears the
+/// limit.
+const SOONEST_LOOK: f64 = 0.1;
+/// The least span a backlog's growth is measured over: steps the kernel's burst reports wake
+/// come a few milliseconds apart, over which the disk's counters say little. Not more than
+/// [`SOONEST_LOOK`]: the step a projection takes measures the growth again.
+pub const GROWTH_SPAN: f64 = 0.1;
+const _: () = assert!(GROWTH_SPAN <= SOONEST_LOOK);
+
+/// The backlog trigger between ticks: when a disk's part, growing as it did from `before`
+/// (bytes, and seconds ago) to `bytes` now, judged to take `flush_seconds` to write, will take
+/// more than `limit` seconds; seconds from now, `None` when it does not grow or is over
+/// already. A tick judges the backlog a second apart: a writer of 12.5 MB/s on the bed's 30
+/// MB/s disk crossed the 25 MB it may leave unwritten up to a tick before one saw it, and was
+/// restricted 1.9-2.9 s in (`vm ci` slow writer, stop 88).
+pub fn seconds_until_over(
+    before: (f64, f64),
+    bytes: f64,
+    flush_seconds: f64,
+    limit: f64,
+) -> Option<f64> {
+    let (was, ago) = before;
+    if ago < GROWTH_SPAN || flush_seconds <= 0.0 || flush_seconds > limit || bytes <= was {
+        return None;
+    }
+    // The speed the backlog is judged at, kept: the bytes that take `limit` at it.
+    let over = bytes / flush_seconds * limit;
+    let growth = (bytes - was) / ago;
+    // Just past the crossing: at it exactly, the count may fall a hair short.
+    Some(((over - bytes) / growth * 1.05).max(SOONEST_LOOK))
 }
 
 #[derive(Debug, Default)]
@@ -362,6 +400,26 @@ mod tests {
         }
         assert_eq!(b.of(stick.id), 700e6);
         assert_eq!(b.of(system.id), 0.0);
+    }
+
+    /// A backlog that grows is looked at again when it will be over the limit, not at the
+    /// next tick; one that does not grow, or is measured over too short a span, is left to it.
+    #[test]
+    fn a_growing_backlog_is_looked_at_when_it_will_be_over() {
+        // 20 MB judged at 25 MB/s (0.8 s), 12.5 MB/s more over the last second: 25 MB, what
+        // takes 1 s, comes 0.4 s from now, looked at a little after.
+        let due = seconds_until_over((7.5e6, 1.0), 20e6, 0.8, 1.0).unwrap();
+        assert!((due - 0.42).abs() < 1e-9, "{due}");
+        // At the crossing already or over it: looked at soon, or left to the decision.
+        assert_eq!(
+            seconds_until_over((7.5e6, 1.0), 25e6, 0.99999, 1.0),
+            Some(SOONEST_LOOK)
+        );
+        assert_eq!(seconds_until_over((7.5e6, 1.0), 30e6, 1.2, 1.0), None);
+        // Not growing, nothing to judge, or a span too short to say how fast it grows.
+        assert_eq!(seconds_until_over((20e6, 1.0), 20e6, 0.8, 1.0), None);
+        assert_eq!(seconds_until_over((0.0, 1.0), 0.0, 0.0, 1.0), None);
+        assert_eq!(seconds_until_over((19e6, 0.05), 20e6, 0.8, 1.0), None);
     }
 
     /// A slow writer's backlog beside committing loads: what the journal logged is not taken

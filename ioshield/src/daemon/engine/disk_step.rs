@@ -1,14 +1,17 @@
 //! One disk at one tick: what is seen of it (its speed, its writers, its restriction), the
 //! decision `detect::policy` makes of that, and which of [`restrict`](super::restrict),
 //! [`release`](super::release) or [`hold`](super::hold) carries it out.
-use std::{collections::HashSet, time::Instant};
+use std::{
+    collections::HashSet,
+    time::{Duration, Instant},
+};
 
 use super::{Engine, held_speed};
 use crate::{
     act::{Actuator, Method, method::method_for},
     config::DevicePolicy,
     detect::{
-        backlog::DiskBacklog,
+        backlog::{self, DiskBacklog},
         bandwidth::Estimate,
         company::{self, Company},
         offender,
@@ -194,6 +197,32 @@ impl Engine {
                 }
             }
         }
+        self.look_again_for_backlog(&at, backlog.bytes(), inputs.flush_seconds);
+    }
+
+    /// When the disk's backlog, growing as it does, will be over the limit before the next
+    /// tick, a step is taken then ([`backlog::seconds_until_over`]); never while the disk
+    /// holds a restriction, whose writer is held already.
+    fn look_again_for_backlog(&mut self, at: &DiskTick, bytes: f64, flush_seconds: Option<f64>) {
+        let tick = self.config.daemon.tick.as_secs_f64();
+        let limit = at.policy.max_flush_seconds;
+        let Some(rt) = self.disks.get_mut(at.disk) else {
+            return;
+        };
+        let seen = rt.backlog_seen;
+        let ago = |t: Instant| at.now.saturating_duration_since(t).as_secs_f64();
+        if seen.is_some_and(|(t, _)| ago(t) < backlog::GROWTH_SPAN) {
+            return;
+        }
+        rt.backlog_seen = Some((at.now, bytes));
+        rt.backlog_due = match (seen, flush_seconds) {
+            (Some((t, was)), Some(s)) if rt.state.held.is_none() && limit > 0.0 => {
+                backlog::seconds_until_over((was, ago(t)), bytes, s, limit)
+                    .filter(|&due| due < tick)
+                    .map(|due| at.now + Duration::from_secs_f64(due))
+            }
+            _ => None,
+        };
     }
 
     /// Sets a disk up the first time it is seen (its iocost model, the speed probe's answer an

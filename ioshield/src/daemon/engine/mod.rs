@@ -155,6 +155,16 @@ impl Engine {
         self.config.daemon.tick
     }
 
+    /// The soonest a disk's backlog, growing as it does, is due over the limit before the next
+    /// tick, for the daemon to take a step then.
+    pub fn backlog_due(&self) -> Option<Instant> {
+        self.disks
+            .values()
+            .filter(|rt| rt.state.held.is_none())
+            .filter_map(|rt| rt.backlog_due)
+            .min()
+    }
+
     /// Whether a restriction's speed probe hears the others between ticks: its last step
     /// forced the rate up for the room a window showed, and a room the disk does not have
     /// pauses them within a second ([`HEAR_EVERY`]).
@@ -445,6 +455,10 @@ impl Engine {
         disks.sort();
         disks.dedup();
         let now = Instant::now();
+        // A projected look is this step (or came with it): the disks stepped project again.
+        for rt in self.disks.values_mut() {
+            rt.backlog_due = rt.backlog_due.filter(|due| *due > now);
+        }
         for disk in disks.into_iter().filter(|d| d.name.is_some()) {
             self.know(&disk);
             let may_be_slow = self
