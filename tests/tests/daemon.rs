@@ -967,22 +967,31 @@ fn long_commits_counted(textfile: &std::path::Path, device: &str) -> Option<f64>
         .find_map(|l| l.strip_prefix(&series)?.parse().ok())
 }
 
+/// A loop ext4 filesystem in `dir`, its disk's name, and the daemon started with a metrics
+/// textfile, with its "probes attached" line.
+fn ext4_with_metrics(
+    dir: &std::path::Path,
+) -> (LoopExt4, String, std::path::PathBuf, Daemon, String) {
+    let fs = LoopExt4::new(dir);
+    let device = fs.device.trim_start_matches("/dev/").to_string();
+    let textfile = dir.join("ioshield.prom");
+    let config = format!(
+        "{CONFIG}\n[metrics]\ntextfile = \"{}\"\n",
+        textfile.display()
+    );
+    let mut daemon = Daemon::start(dir, &config);
+    let features = daemon
+        .wait_log("probes attached", Duration::from_secs(5))
+        .expect("no 'probes attached' line");
+    (fs, device, textfile, daemon, features)
+}
+
 /// A journal commit of 120 ms or more is counted for its filesystem's disk in the metrics (every
 /// `fsync` there waited that long), and a short one is not.
 #[test]
 fn a_long_journal_commit_is_counted_and_a_short_one_is_not() {
     let dir = scratch();
-    let fs = LoopExt4::new(dir.path());
-    let device = fs.device.trim_start_matches("/dev/").to_string();
-    let textfile = dir.path().join("ioshield.prom");
-    let config = format!(
-        "{CONFIG}\n[metrics]\ntextfile = \"{}\"\n",
-        textfile.display()
-    );
-    let mut daemon = Daemon::start(dir.path(), &config);
-    let features = daemon
-        .wait_log("probes attached", Duration::from_secs(5))
-        .expect("no 'probes attached' line");
+    let (fs, device, textfile, mut daemon, features) = ext4_with_metrics(dir.path());
     assert!(features.contains("journal: true"), "{features}");
 
     // Short: an idle filesystem commits 4 KiB in milliseconds. Two ticks to count it.
@@ -1050,17 +1059,7 @@ fn journal_logged_counted(textfile: &std::path::Path, device: &str) -> Option<f6
 #[test]
 fn what_a_journal_logs_is_counted_for_its_disk() {
     let dir = scratch();
-    let fs = LoopExt4::new(dir.path());
-    let device = fs.device.trim_start_matches("/dev/").to_string();
-    let textfile = dir.path().join("ioshield.prom");
-    let config = format!(
-        "{CONFIG}\n[metrics]\ntextfile = \"{}\"\n",
-        textfile.display()
-    );
-    let mut daemon = Daemon::start(dir.path(), &config);
-    let features = daemon
-        .wait_log("probes attached", Duration::from_secs(5))
-        .expect("no 'probes attached' line");
+    let (fs, device, textfile, mut daemon, features) = ext4_with_metrics(dir.path());
     assert!(features.contains("journal_logged: true"), "{features}");
     // Whatever mkfs and the mount left to write, written before counting.
     run(Command::new("sync").arg("-f").arg(&fs.mount));

@@ -317,17 +317,21 @@ fn whole_disk(dev: DevId) -> Option<Disk> {
 /// The block size of the filesystem on `dev`, from one of its mounts: the unit a journal logs
 /// in (jbd2 logs in the filesystem's blocks).
 pub fn fs_block_size(dev: DevId) -> Option<u64> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let wanted = dev.to_string();
-    mountinfo.lines().find_map(|line| {
-        let mut fields = line.split(' ');
-        if fields.nth(2)? != wanted {
-            return None;
-        }
-        let mount = unescape_mount_path(fields.nth(1)?);
+    find_mount_of(dev, |line| {
+        let mount = unescape_mount_path(line.split(' ').nth(4)?);
         let st = nix::sys::statvfs::statvfs(Path::new(&mount)).ok()?;
         Some(st.block_size() as u64).filter(|&b| b > 0)
     })
+}
+
+/// The first of `dev`'s mounts (lines of mountinfo) for which `found` says something.
+fn find_mount_of<T>(dev: DevId, found: impl FnMut(&str) -> Option<T>) -> Option<T> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let wanted = dev.to_string();
+    mountinfo
+        .lines()
+        .filter(|line| line.split(' ').nth(2) == Some(wanted.as_str()))
+        .find_map(found)
 }
 
 /// A mount point as mountinfo spells it: space, tab, newline and backslash as octal escapes.
@@ -356,13 +360,7 @@ fn unescape_mount_path(field: &str) -> String {
 
 /// For an anonymous device (btrfs subvolume, overlay), the block device its mount came from.
 fn mount_source(dev: DevId) -> Option<DevId> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let wanted = dev.to_string();
-    mountinfo.lines().find_map(|line| {
-        let mut fields = line.split(' ');
-        if fields.nth(2)? != wanted {
-            return None;
-        }
+    find_mount_of(dev, |line| {
         let (_, after) = line.split_once(" - ")?;
         let source = after.split(' ').nth(1)?;
         if !source.starts_with("/dev/") {
