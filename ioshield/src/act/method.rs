@@ -352,19 +352,7 @@ impl Method {
     pub fn lightened(&self) -> Option<Method> {
         match self {
             Method::Cgroup(l) => match l.write {
-                WriteControl::Weight {
-                    model: Some(model),
-                    fallback,
-                    ..
-                } => Some(Method::Cgroup(CgroupLimits {
-                    write: WriteControl::Weight {
-                        weight: LIGHT_WRITER_WEIGHT,
-                        model: Some(model),
-                        fallback,
-                    },
-                    ..l.clone()
-                })),
-                WriteControl::Weight { model: None, .. } => None,
+                WriteControl::Weight { .. } => self.our_iocost_at(LIGHT_WRITER_WEIGHT),
                 WriteControl::Limit(_) => Some(self.clone()),
             },
             Method::SystemdScope(l) => match l.write {
@@ -379,20 +367,32 @@ impl Method {
     /// ioshield turned on through cgroupfs holds it lower; `None` otherwise (a write limit,
     /// a systemd unit's `IOWeight=`, whose onset was not measured, or a lightened writer).
     pub fn at_onset(&self) -> Option<Method> {
-        let ours = match self {
-            Method::Cgroup(CgroupLimits {
-                write:
-                    WriteControl::Weight {
+        self.weight()
+            .filter(|&w| w < ONSET_WEIGHT)
+            .and_then(|_| self.our_iocost_at(ONSET_WEIGHT))
+    }
+
+    /// The same restriction at `weight`, where the weight of iocost ioshield turned on through
+    /// cgroupfs holds it (its model is ours); `None` for any other.
+    fn our_iocost_at(&self, weight: u16) -> Option<Method> {
+        match self {
+            Method::Cgroup(l) => match l.write {
+                WriteControl::Weight {
+                    model: Some(model),
+                    fallback,
+                    ..
+                } => Some(Method::Cgroup(CgroupLimits {
+                    write: WriteControl::Weight {
                         weight,
-                        model: Some(_),
-                        ..
+                        model: Some(model),
+                        fallback,
                     },
-                ..
-            }) => *weight < ONSET_WEIGHT,
-            _ => false,
-        };
-        // The light writer's weight, without its memory.high: `lightened` sets only the weight.
-        ours.then(|| self.lightened()).flatten()
+                    ..l.clone()
+                })),
+                _ => None,
+            },
+            _ => None,
+        }
     }
 
     /// The iocost weight the offender's cgroup is given, where a weight holds it.

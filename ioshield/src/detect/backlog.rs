@@ -22,8 +22,9 @@
 //! of what it wrote: that writer was restricted 2.04 (2.22) s in on 6.12 instead of 2.57
 //! (2.82), median (worst) of 4 runs each (docs/bench/unwritten-backlog.md, stop 88). The
 //! kernel names a journal by its filesystem's device: an external journal's writes (rare) are
-//! taken out of the filesystem's disk instead of its own, as far as that disk wrote. Direct I/O, also written and never dirtied, is not told apart: no
-//! tracepoint used here sees it, and a program writing so waits for its own writes.
+//! taken out of the filesystem's disk instead of its own, as far as that disk wrote. Direct
+//! I/O, also written and never dirtied, is not told apart: no tracepoint used here sees it,
+//! and a program writing so waits for its own writes.
 use std::collections::HashMap;
 
 use crate::{
