@@ -52,8 +52,9 @@
 #   PSI_TRACE=1      every 0.25 s, the io pressure of the machine and of the innocents' cgroup
 #                    into psi.txt (below)
 #   JBD2_TRACE=1     every 0.1 s, each ext4 journal's transaction count and average commit time
-#                    into jbd2.txt; every commit's phases and every handle held 40 ms or more
-#                    into jbd2-commits.txt (below)
+#                    into jbd2.txt; every commit's phases, every handle held 40 ms or more and
+#                    each ext4 writeback handle's chunk and extent into jbd2-commits.txt (below),
+#                    and the load offender's file's inode number into offender-inode
 #   OFFENDER_TRACE=1 every 50 ms, where the fixed-size job sleeps (its state, wchan and kernel
 #                    stack) and its cgroup's memory.current, memory.high and `high` events, into
 #                    offender-trace.txt (below); =2 also its memory.stat's file, file_dirty,
@@ -335,6 +336,11 @@ if [ "${JBD2_TRACE:-0}" = 1 ]; then
     # commit waits for every open handle ("locked" in jbd2_run_stats).
     echo 'interval >= 10' > "$TRACEFS/events/jbd2/jbd2_handle_stats/filter" 2> /dev/null
     echo 1 > "$TRACEFS/events/jbd2/jbd2_handle_stats/enable" 2> /dev/null
+    # And what each writeback handle of ext4 maps and submits: a handle is held while its bios
+    # pass the disk's throttle, so its extent's length bounds how long a commit waits for it.
+    echo 8192 > "$TRACEFS/buffer_size_kb" 2> /dev/null
+    echo 1 > "$TRACEFS/events/ext4/ext4_da_write_pages/enable" 2> /dev/null
+    echo 1 > "$TRACEFS/events/ext4/ext4_da_write_pages_extent/enable" 2> /dev/null
     (
         while :; do
             read -r up _ < /proc/uptime
@@ -548,7 +554,12 @@ done
 if [ "${JBD2_TRACE:-0}" = 1 ]; then
     echo 0 > "$TRACEFS/events/jbd2/jbd2_run_stats/enable" 2> /dev/null
     echo 0 > "$TRACEFS/events/jbd2/jbd2_handle_stats/enable" 2> /dev/null
-    grep -E "jbd2_(run|handle)_stats" "$TRACEFS/trace" > "$RESULTS/jbd2-commits.txt" 2> /dev/null
+    echo 0 > "$TRACEFS/events/ext4/ext4_da_write_pages/enable" 2> /dev/null
+    echo 0 > "$TRACEFS/events/ext4/ext4_da_write_pages_extent/enable" 2> /dev/null
+    grep -E "jbd2_(run|handle)_stats|ext4_da_write_pages" "$TRACEFS/trace" \
+        > "$RESULTS/jbd2-commits.txt" 2> /dev/null
+    # Whose extents are the load offender's.
+    [ -e "$DATA/offender" ] && stat -c %i "$DATA/offender" > "$RESULTS/offender-inode"
 fi
 [ -n "$disk_sampler" ] && kill "$disk_sampler"
 [ -n "$commit_sampler" ] && kill "$commit_sampler"
