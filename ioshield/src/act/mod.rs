@@ -1,6 +1,7 @@
 //! Actions: the only module that changes the system. Every change is recorded in the journal
 //! before it is made, and undone on release, on exit, and by the next instance after a crash.
 mod backlog_guard;
+mod backlog_split;
 pub mod cgroup;
 mod cgroup_moves;
 mod demote;
@@ -223,6 +224,8 @@ impl Actuator {
                     .clone()
                     .ok_or_else(|| anyhow!("the cgroup action is not available on this host"))?;
                 active.home = cgroups::of_process(root);
+                // Before the throttle, so that the flusher meets it with short runs only.
+                backlog_split::start(members.to_vec(), limits.dev);
                 // iocost turned on while the cgroup is made and the offender moved.
                 let pending = self.begin_hold(&fs, id, limits.dev, limits.write);
                 self.stopwatch.lap("iocost journal");

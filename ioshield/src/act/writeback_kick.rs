@@ -19,7 +19,6 @@
 //! the kernel writes the same pages a few seconds later by itself.
 use std::{
     fs::File,
-    os::fd::AsRawFd,
     path::PathBuf,
     time::{Duration, Instant},
 };
@@ -91,10 +90,7 @@ fn kick_for_a_while(place: &str, cgroup: &std::path::Path, disk: DevId) {
 /// `sync_file_range` of the file's first page, without waiting for it: the file's writeback
 /// goes on through the kernel's current writeback structure for its cgroup.
 fn start_writeback(file: &File) -> bool {
-    // SAFETY: a plain system call on a descriptor the File owns for the call's duration.
-    let r =
-        unsafe { libc::sync_file_range(file.as_raw_fd(), 0, 4096, libc::SYNC_FILE_RANGE_WRITE) };
-    r == 0
+    super::backlog_split::start_page(file, 0)
 }
 
 #[cfg(test)]

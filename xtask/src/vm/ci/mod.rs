@@ -292,8 +292,10 @@ pub fn run(kernels: &[String], out: &Path) -> Result<()> {
             if here("ioshield-auto-slow") {
                 let slow =
                     stall_as("ioshield-auto-slow", "ioshield", slow_writer::ENV).and_then(|p| {
-                        let early = slow_writer::restricted_early(&dir.join("ioshield-auto-slow"))?;
-                        Ok(format!("{early}; {}", p.line()))
+                        let run = dir.join("ioshield-auto-slow");
+                        let early = slow_writer::restricted_early(&run)?;
+                        let cut = slow_writer::backlog_cut(&run)?;
+                        Ok(format!("{early}; {cut}; {}", p.line()))
                     });
                 report(series, "ioshield-auto slow writer", slow);
             }
