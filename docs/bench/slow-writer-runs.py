@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """The paced writer's runs of tests/vm/stall.sh (`vm ci`'s slow writer), one line each and a
-summary per kernel and label: when the backlog trigger restricted it (from its first write),
-the backlog the decision quotes, and the innocents' longest pause, with the daemon's action
-before each pause over 0.15 s.
+summary per kernel and label: when the backlog trigger restricted it (from its first write)
+and how long making the restriction took (its line's "in N ms"), the backlog the decision
+quotes, and the innocents' longest pause, with the daemon's action before each pause over
+0.15 s. Any offender's runs are read alike (a burst decision quotes no backlog: nan).
 
     python3 docs/bench/slow-writer-runs.py DIR PREFIX
 
@@ -52,15 +53,18 @@ def main(top, prefix):
         after = wall(first) - offset - t0
         took = re.search(r'would take ([0-9.]+)s to flush > ([0-9.]+)s', first)
         backlog = float(took.group(1)) if took else float('nan')
+        acting = re.search(r'processes, in ([0-9]+) ms', first)
+        action_ms = int(acting.group(1)) if acting else -1
         longest = {}
         for line in open(f'{d}/summary.txt').read().splitlines()[1:]:
             f = line.split()
             if f[0] in INNOCENTS:
                 longest[f[0]] = float(f[2].rstrip('s'))
         worst = max(longest.values())
-        rows.setdefault((kernel, label), []).append((after, backlog, worst))
-        print(f'{run:20} {kernel:5} restricted {after:5.2f} s, backlog {backlog} s, '
-              f'writer {writer["bytes_per_sec"] / 1e6:.1f} MB/s, innocents longest {worst:.3f} s')
+        rows.setdefault((kernel, label), []).append((after, backlog, worst, action_ms))
+        print(f'{run:20} {kernel:5} restricted {after:5.2f} s (in {action_ms} ms), backlog '
+              f'{backlog} s, writer {writer["bytes_per_sec"] / 1e6:.1f} MB/s, innocents longest '
+              f'{worst:.3f} s')
         actions = []
         for line in log:
             for kind in ('restrict', 'retune', 'release'):
@@ -72,9 +76,10 @@ def main(top, prefix):
                 said = f'{before[-1][1]} at {before[-1][0]:+.2f} s' if before else 'before any action'
                 print(f'    {name} paused {gap:.3f} s at {start:+.2f} s; last action: {said}')
     for (kernel, label), v in sorted(rows.items()):
-        after, backlog, worst = zip(*v)
+        after, backlog, worst, action_ms = zip(*v)
         print(f'{kernel} {label}: {len(v)} runs; restricted {statistics.median(after):.2f} '
-              f'({max(after):.2f}) s; backlog {min(backlog)}-{max(backlog)} s; innocents longest '
+              f'({max(after):.2f}) s, its action {statistics.median(action_ms):.0f} '
+              f'({max(action_ms)}) ms; backlog {min(backlog)}-{max(backlog)} s; innocents longest '
               f'{statistics.median(worst):.3f} ({max(worst):.3f}) s, over 0.25 s in '
               f'{sum(w > 0.25 for w in worst)}')
 
