@@ -5,11 +5,11 @@
 //! handle, and iocost puts the flusher to sleep for each of its bios while it holds it: the
 //! next commit waits for that handle, and every process that writes to the filesystem waits for
 //! the commit. Restricted with a second of backlog, the paced writer's first run was 8 MiB in 4
-//! of 4 traced runs on the 30 MB/s bed, its handle held up to 284 ms, and the innocent loads
-//! paused that long (docs/bench/unwritten-backlog.md, "Stop 89"). A page whose writeback has
-//! begun ends a run, so starting the writeback of one page every [`EVERY`] leaves the flusher
-//! runs of at most that: 40 ms of the bed's disk. Nothing is changed that needs undoing: the
-//! kernel would write those pages anyway, a little later.
+//! of 4 traced runs on the 30 MB/s bed, its handle held 64-284 ms, and the innocent loads
+//! paused 0.23 s behind the longest (docs/bench/unwritten-backlog.md, "Stop 89"). A page whose
+//! writeback has begun ends a run, so starting the writeback of one page every [`EVERY`]
+//! leaves the flusher runs of at most that: 40 ms of the bed's disk. Nothing is changed that
+//! needs undoing: the kernel would write those pages anyway, a little later.
 use std::{fs::File, os::fd::AsRawFd};
 
 use crate::system::{
@@ -20,13 +20,13 @@ use crate::system::{
 /// How far apart the pages whose writeback is started are.
 const EVERY: u64 = 1 << 20;
 /// How far back from a file's end: a writer appends, so its backlog is the end of its files.
-/// Twice the backlog of a second at the bed's speed, and 128 calls at most per file (1.4 ms
-/// each in the bed, most of it waiting for the running transaction).
+/// Five times the backlog of a second at the bed's speed, and 128 calls at most per file (24
+/// calls took 31-34 ms in the bed).
 const SPAN: u64 = 128 << 20;
 
 /// Cuts the backlog of the files `pids` write on `disk`, in a thread of its own: the calls wait
 /// for the journal, and the restriction should not. Done before the restriction's limits are
-/// written, the pages' writes pass before its throttle; the flusher comes 100-180 ms after.
+/// written, the pages' writes pass before its throttle; the flusher came 77-180 ms after.
 pub fn start(pids: Vec<u32>, disk: DevId) {
     let spawned = std::thread::Builder::new()
         .name("backlog-split".into())
