@@ -2,8 +2,9 @@
 """The paced writer's runs of tests/vm/stall.sh (`vm ci`'s slow writer), one line each and a
 summary per kernel and label: when the backlog trigger restricted it (from its first write)
 and how long making the restriction took (its line's "in N ms"), the backlog the decision
-quotes, and the innocents' longest pause, with the daemon's action before each pause over
-0.15 s. Any offender's runs are read alike (a burst decision quotes no backlog: nan).
+quotes, the innocents' longest pause over the run and the longest that began in the
+restriction's first 2 s (the onset's, `act::method::ONSET`), with the daemon's action before
+each pause over 0.15 s. Any offender's runs are read alike (a burst decision quotes no backlog: nan).
 
     python3 docs/bench/slow-writer-runs.py DIR PREFIX
 
@@ -18,6 +19,10 @@ import statistics
 import sys
 
 INNOCENTS = ('write', 'multiwrite', 'commit')
+# The restriction's first seconds, and how early a pause may begin and still be one of them:
+# the loads' cycle that the restriction's line lands in began up to a cycle before it.
+ONSET_S = 2.0
+ONSET_SLACK = 0.05
 
 
 def wall(line):
@@ -61,10 +66,13 @@ def main(top, prefix):
             if f[0] in INNOCENTS:
                 longest[f[0]] = float(f[2].rstrip('s'))
         worst = max(longest.values())
-        rows.setdefault((kernel, label), []).append((after, backlog, worst, action_ms))
+        onset = max((gap for name in INNOCENTS
+                     for start, gap in pauses_over(json.load(open(f'{d}/{name}.json')), t0, 0.0)
+                     if after - ONSET_SLACK <= start <= after + ONSET_S), default=0.0)
+        rows.setdefault((kernel, label), []).append((after, backlog, worst, action_ms, onset))
         print(f'{run:20} {kernel:5} restricted {after:5.2f} s (in {action_ms} ms), backlog '
               f'{backlog} s, writer {writer["bytes_per_sec"] / 1e6:.1f} MB/s, innocents longest '
-              f'{worst:.3f} s')
+              f'{worst:.3f} s, in its first 2 s {onset:.3f} s')
         actions = []
         for line in log:
             for kind in ('restrict', 'retune', 'release'):
@@ -76,12 +84,13 @@ def main(top, prefix):
                 said = f'{before[-1][1]} at {before[-1][0]:+.2f} s' if before else 'before any action'
                 print(f'    {name} paused {gap:.3f} s at {start:+.2f} s; last action: {said}')
     for (kernel, label), v in sorted(rows.items()):
-        after, backlog, worst, action_ms = zip(*v)
+        after, backlog, worst, action_ms, onset = zip(*v)
         print(f'{kernel} {label}: {len(v)} runs; restricted {statistics.median(after):.2f} '
               f'({max(after):.2f}) s, its action {statistics.median(action_ms):.0f} '
               f'({max(action_ms)}) ms; backlog {min(backlog)}-{max(backlog)} s; innocents longest '
               f'{statistics.median(worst):.3f} ({max(worst):.3f}) s, over 0.25 s in '
-              f'{sum(w > 0.25 for w in worst)}')
+              f'{sum(w > 0.25 for w in worst)}; in the first 2 s {statistics.median(onset):.3f} '
+              f'({max(onset):.3f}) s')
 
 
 if __name__ == '__main__':
