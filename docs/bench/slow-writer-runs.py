@@ -4,7 +4,8 @@ summary per kernel and label: when the backlog trigger restricted it (from its f
 and how long making the restriction took (its line's "in N ms"), the backlog the decision
 quotes, the innocents' longest pause over the run and the longest that began in the
 restriction's first 2 s (the onset's, `act::method::ONSET`), with the daemon's action before
-each pause over 0.15 s. Any offender's runs are read alike (a burst decision quotes no backlog: nan).
+each pause over 0.15 s. Any offender's runs are read alike (a burst decision quotes no
+backlog: nan).
 
     python3 docs/bench/slow-writer-runs.py DIR PREFIX
 

@@ -83,10 +83,11 @@ def runs_within(bench, tables, kernel):
     """{scenario: (runs whose every innocent stayed within TARGET, runs, [(run, longest s) of
     those over])}, unrounded where the runs' files are kept."""
     rows = tables.get((kernel, "where the longest pauses began"), [])
+    raw = {scenario: raw_longest(bench, scenario, kernel) for scenario in {r[0] for r in rows[1:]}}
     out = {}
     for r in rows[1:]:
         ok, n, over = out.get(r[0], (0, 0, []))
-        worst = raw_longest(bench, r[0], kernel).get(r[1])
+        worst = raw[r[0]].get(r[1])
         if worst is None:
             worst = max((float(c) for c in r[2:] if c not in ("-", "")), default=0.0)
         if worst > TARGET:
