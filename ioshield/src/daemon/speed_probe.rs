@@ -473,6 +473,9 @@ pub struct SpeedProbe {
     taken_back_to: Option<u64>,
     /// What the disk did since such a step, or one for room.
     under_room: UnderRoom,
+    /// The write limit's step in place ([`write_limit_step`]), counted from 0 at
+    /// [`PROBE_AFTER`]: the window restarts at each.
+    limit_step: Option<u32>,
 }
 
 /// The spans a room step is heard kept up with before the writer has the memory.high of the
@@ -831,7 +834,28 @@ impl SpeedProbe {
             "not measured".to_string()
         };
         if !method.under_rate_control() {
-            return (held >= PROBE_AFTER).then(|| write_limit_step(method, bw, &known, held));
+            if held < PROBE_AFTER {
+                return None;
+            }
+            // What the disk did under the limit before each step, logged with the step: the
+            // queue a write limit leaves on a disk without room is what a step sized by it, as
+            // the rate control's are, would be judged on (not measured on a systemd host yet).
+            let step = limit_step_index(held);
+            if self.limit_step != Some(step) {
+                self.limit_step = Some(step);
+                let window = std::mem::take(&mut self.window);
+                self.seen = if window.seconds > 0.0 {
+                    format!(
+                        "over the {:.0}s before, the disk wrote {} with {:.2} writes in flight",
+                        window.seconds,
+                        show_rate(window.bytes as f64 / window.seconds),
+                        window.writing / window.seconds
+                    )
+                } else {
+                    "nothing seen before".to_string()
+                };
+            }
+            return Some(write_limit_step(method, bw, &known, held, &self.seen));
         }
         if self.remembered && self.no_room.is_some_and(|r| !covered_by_no_room(bw, r)) {
             self.no_room = None;
@@ -1040,20 +1064,32 @@ impl SpeedProbe {
     }
 }
 
+/// The write limit's step after `held` (at least [`PROBE_AFTER`]): 0 from then, one more
+/// every [`PROBE_STEP`].
+fn limit_step_index(held: Duration) -> u32 {
+    (held.saturating_sub(PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32
+}
+
 /// A write limit doubled every [`PROBE_STEP`] after [`PROBE_AFTER`], and lifted after
-/// [`PROBE_DOUBLINGS`] doublings.
-fn write_limit_step(method: Method, bw: f64, known: &str, held: Duration) -> (Method, String) {
-    let step = ((held - PROBE_AFTER).as_secs_f64() / PROBE_STEP.as_secs_f64()) as u32;
+/// [`PROBE_DOUBLINGS`] doublings; `seen` is what the disk did before the step.
+fn write_limit_step(
+    method: Method,
+    bw: f64,
+    known: &str,
+    held: Duration,
+    seen: &str,
+) -> (Method, String) {
+    let step = limit_step_index(held);
     if step >= PROBE_DOUBLINGS {
         return (
             method.without_write_limit(),
-            "the disk's speed is still not measured: no write limit until it is".to_string(),
+            format!("the disk's speed is still not measured ({seen}): no write limit until it is"),
         );
     }
     let wbps = (bw * f64::from(1u32 << step)) as u64;
     let why = format!(
         "the disk's speed is {known} after {}s: writes at {}, doubled every {}s until it is \
-         measured",
+         measured ({seen})",
         held.as_secs(),
         show_rate(wbps as f64),
         PROBE_STEP.as_secs()
@@ -1538,17 +1574,45 @@ mod tests {
         assert_eq!(m, rate_control());
     }
 
-    /// A write limit doubles every 5 s from 10 s, and is lifted after four doublings.
+    /// A write limit doubles every 5 s from 10 s, and is lifted after four doublings; each
+    /// step says what the disk did under the limit since the one before.
     #[test]
     fn a_write_limit_doubles_then_goes() {
         let limited = held_by(WriteControl::Limit(18_750_000));
         let mut p = SpeedProbe::default();
+        assert!(
+            p.step(
+                limited.clone(),
+                Estimate::ASSUMED,
+                &policy(),
+                at(0) - Duration::from_secs(1)
+            )
+            .is_none(),
+            "held as made until 10 s"
+        );
+        run(&mut p, 15, 19, 0.6);
         let (m, why) = p
             .step(limited.clone(), Estimate::ASSUMED, &policy(), at(5))
             .unwrap();
         assert_eq!(m.write_limit(), Some(50_000_000));
         assert!(
-            why.contains("writes at 50.0 MB/s, doubled every 5s"),
+            why.contains("writes at 50.0 MB/s, doubled every 5s")
+                && why.contains("over the 15s before, the disk wrote 19.0 MB/s with 0.60 writes"),
+            "{why}"
+        );
+        // The same step at the next tick says the same: the window restarts at a step only.
+        run(&mut p, 1, 30, 4.0);
+        let (_, again) = p
+            .step(limited.clone(), Estimate::ASSUMED, &policy(), at(6))
+            .unwrap();
+        assert!(again.contains("over the 15s before"), "{again}");
+        run(&mut p, 3, 30, 4.0);
+        let (m, why) = p
+            .step(limited.clone(), Estimate::ASSUMED, &policy(), at(10))
+            .unwrap();
+        assert_eq!(m.write_limit(), Some(100_000_000));
+        assert!(
+            why.contains("over the 4s before, the disk wrote 30.0 MB/s with 4.00 writes"),
             "{why}"
         );
         let (m, _) = p
